@@ -1,0 +1,238 @@
+"""Multi-head attention as an ensemble of Nadaraya–Watson heads (claim C1 of ``MATH.md``).
+
+Head ``h`` projects queries and keys with ``w_query[h], w_key[h]`` of shape
+``(p, d_head)`` and is a softmax NW smoother in the projected space (claim C0). Standard
+multi-head attention concatenates heads and applies an output map; it is a convex ensemble
+``f̂ = Σ_h α_h f̂_h`` only when each head's value/output path reduces to a scalar multiple
+``α_h`` of one read-out of the responses, with ``α`` in the simplex. :class:`MultiHeadNW` is
+that restricted model; :meth:`MultiHeadNW.from_torch` and :meth:`MultiHeadNW.to_torch`
+convert to and from ``torch.nn.MultiheadAttention`` with the restricted value/output path.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ._validation import as_tensors, check_positive, check_simplex, restore
+from .nw import nw_estimate, nw_weights
+
+__all__ = ["MultiHeadNW"]
+
+
+class MultiHeadNW:
+    """An ensemble of ``H`` softmax NW heads with mixing weights ``alpha`` (claim C1).
+
+    Parameters
+    ----------
+    w_query, w_key : array_like of shape (H, p, d_head)
+        Query and key projections of every head (numpy or torch; stored as float64 numpy
+        or as given torch tensors, and cast to the data's device and dtype at each call).
+    alpha : array_like of shape (H,), optional
+        Mixing weights in the simplex; default uniform ``1/H``.
+    temperature : float, optional
+        Softmax temperature > 0; default ``sqrt(d_head)`` (standard attention).
+
+    Attributes
+    ----------
+    n_heads, p, d_head : int
+    alpha : numpy.ndarray of shape (H,)
+    temperature : float
+
+    Raises
+    ------
+    ValueError
+        ``w_query`` and ``w_key`` not 3-D, of different shapes, empty or non-finite;
+        ``alpha`` outside the simplex or not of length ``H``; bad temperature.
+
+    Examples
+    --------
+    Two identical heads give the single-head estimate; here the query sits midway between
+    two keys, so every head returns the mean of the two values:
+
+    >>> import numpy as np
+    >>> w = np.ones((2, 1, 1))
+    >>> model = MultiHeadNW(w, w)
+    >>> model(np.array([[0.0]]), np.array([[-1.0], [1.0]]), np.array([2.0, 4.0]))
+    array([3.])
+    """
+
+    def __init__(self, w_query, w_key, *, alpha=None, temperature=None):
+        (wq, wk), is_torch = as_tensors({"w_query": w_query, "w_key": w_key}, {"w_query": 3, "w_key": 3})
+        for name, w in (("w_query", wq), ("w_key", wk)):
+            if w.ndim != 3:
+                raise ValueError(f"{name} must have shape (n_heads, p, d_head); got {tuple(w.shape)}")
+        if wq.shape != wk.shape:
+            raise ValueError(
+                f"w_query and w_key must have the same shape (n_heads, p, d_head); got {tuple(wq.shape)} and {tuple(wk.shape)}"
+            )
+        self.w_query = wq if is_torch else wq.to(torch.float64)  # (H, p, d_head)
+        self.w_key = wk if is_torch else wk.to(torch.float64)  # (H, p, d_head)
+        self.n_heads, self.p, self.d_head = wq.shape
+        self.alpha = check_simplex(alpha, self.n_heads)
+        temperature = check_positive(temperature, "temperature", allow_none=True)
+        self.temperature = math.sqrt(self.d_head) if temperature is None else temperature
+
+    def __repr__(self):
+        return f"MultiHeadNW(n_heads={self.n_heads}, p={self.p}, d_head={self.d_head}, temperature={self.temperature:g})"
+
+    def _project(self, queries, keys, values=None):
+        """Validate data and project it per head: (..., H, m, d_head), (..., H, n, d_head)."""
+        arrays = {"queries": queries, "keys": keys}
+        if values is not None:
+            arrays["values"] = values
+        ndims = {"queries": 2, "keys": 2, "values": 1}
+        tensors, is_torch = as_tensors(arrays, ndims)
+        queries, keys = tensors[:2]
+        for name, x in (("queries", queries), ("keys", keys)):
+            if x.shape[-1] != self.p:
+                raise ValueError(f"{name} must have p = {self.p} features (last dimension); got {x.shape[-1]}")
+        wq = self.w_query.to(device=queries.device, dtype=queries.dtype)
+        wk = self.w_key.to(device=queries.device, dtype=queries.dtype)
+        q = torch.einsum("...mp,hpk->...hmk", queries, wq)  # (..., H, m, d_head)
+        k = torch.einsum("...np,hpk->...hnk", keys, wk)  # (..., H, n, d_head)
+        return q, k, (tensors[2] if values is not None else None), is_torch
+
+    def weights(self, queries, keys):
+        """Per-head NW weights.
+
+        Parameters
+        ----------
+        queries : array_like of shape (..., m, p)
+        keys : array_like of shape (..., n, p)
+
+        Returns
+        -------
+        weights : array of shape (..., H, m, n)
+            Rows sum to 1; kind, device and dtype follow ``queries``.
+        """
+        q, k, _, is_torch = self._project(queries, keys)
+        return restore(nw_weights(q, k, temperature=self.temperature), is_torch)
+
+    def head_estimates(self, queries, keys, values, *, chunk_size=None):
+        """Every head's NW estimate (claim C0 per head).
+
+        Parameters
+        ----------
+        queries : array_like of shape (..., m, p)
+        keys : array_like of shape (..., n, p)
+        values : array_like of shape (..., n)
+            Scalar responses; leading dimensions (e.g. Monte Carlo replicates) broadcast
+            with those of ``queries`` and ``keys`` (shared keys ``(n, p)`` with values
+            ``(R, n)`` give ``(R, H, m)``).
+        chunk_size : int, optional
+            Passed to :func:`mhacore.nw_estimate`.
+
+        Returns
+        -------
+        head_estimates : array of shape (..., H, m)
+        """
+        q, k, values, is_torch = self._project(queries, keys, values)
+        if values.shape[-1] != k.shape[-2]:
+            raise ValueError(f"values must have one entry per key (n = {k.shape[-2]}); got {values.shape[-1]}")
+        try:
+            batch = torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], values.shape[:-1])
+        except RuntimeError:
+            raise ValueError(
+                f"leading (batch) dimensions must broadcast; got queries {tuple(q.shape[:-3])}, "
+                f"keys {tuple(k.shape[:-3])}, values {tuple(values.shape[:-1])}"
+            ) from None
+        q = q.expand(*batch, *q.shape[-3:])  # (..., H, m, d_head)
+        k = k.expand(*batch, *k.shape[-3:])  # (..., H, n, d_head)
+        values = values.expand(*batch, values.shape[-1]).unsqueeze(-2)  # (..., 1, n)
+        estimates = nw_estimate(q, k, values, temperature=self.temperature, chunk_size=chunk_size)
+        return restore(estimates, is_torch)  # (..., H, m)
+
+    def __call__(self, queries, keys, values, *, chunk_size=None):
+        """The ensemble ``Σ_h α_h f̂_h``: array of shape (..., m) (claim C1)."""
+        heads = self.head_estimates(queries, keys, values, chunk_size=chunk_size)  # (..., H, m)
+        if isinstance(heads, np.ndarray):
+            return np.einsum("h,...hm->...m", self.alpha.astype(heads.dtype), heads)
+        alpha = torch.as_tensor(self.alpha, dtype=heads.dtype, device=heads.device)
+        return torch.einsum("h,...hm->...m", alpha, heads)  # (..., m)
+
+    @classmethod
+    def from_torch(cls, mha: torch.nn.MultiheadAttention, *, alpha=None):
+        """Read the query/key projections of a ``torch.nn.MultiheadAttention``.
+
+        The torch module is a convex NW ensemble only under claim C1's restriction: its
+        value/output path must map the responses to ``Σ_h α_h · head_h`` (e.g. the value
+        projection copies the response into one channel per head and the output projection
+        mixes those channels with weights ``α``; see :meth:`to_torch`). Only the
+        query/key part is read here; ``alpha`` is given separately.
+
+        Parameters
+        ----------
+        mha : torch.nn.MultiheadAttention
+            With ``kdim == embed_dim`` and zero (or no) input-projection biases, so that
+            every head is a pure softmax NW smoother with temperature ``sqrt(d_head)``.
+        alpha : array_like of shape (H,), optional
+
+        Returns
+        -------
+        MultiHeadNW
+            Float64 numpy projections of shape ``(H, embed_dim, d_head)``.
+
+        Raises
+        ------
+        TypeError
+            If ``mha`` is not a ``torch.nn.MultiheadAttention``.
+        ValueError
+            Separate key dimension or non-zero query/key biases.
+        """
+        if not isinstance(mha, torch.nn.MultiheadAttention):
+            raise TypeError(f"mha must be a torch.nn.MultiheadAttention; got {type(mha).__name__}")
+        if not mha._qkv_same_embed_dim:
+            raise ValueError(f"mha must have kdim == vdim == embed_dim = {mha.embed_dim}; got kdim={mha.kdim}")
+        n_heads, d_head, p = mha.num_heads, mha.head_dim, mha.embed_dim
+        weight = mha.in_proj_weight.detach().double().cpu()  # (3 p, p): rows q | k | v
+        bias = mha.in_proj_bias
+        if bias is not None and bool(bias.detach()[: 2 * p].abs().max() > 0):
+            raise ValueError("mha must have zero query/key biases (in_proj_bias[:2*embed_dim]); got non-zero entries")
+        w_query = weight[:p].reshape(n_heads, d_head, p).transpose(1, 2)  # (H, p, d_head)
+        w_key = weight[p : 2 * p].reshape(n_heads, d_head, p).transpose(1, 2)  # (H, p, d_head)
+        return cls(w_query.numpy(), w_key.numpy(), alpha=alpha)
+
+    def to_torch(self, dtype=torch.float64) -> torch.nn.MultiheadAttention:
+        """Build the restricted ``torch.nn.MultiheadAttention`` of claim C1.
+
+        Queries and keys go through this model's projections; the value projection copies
+        channel 0 of the value input (the response) into channel 0 of every head; the output
+        projection writes ``Σ_h α_h · head_h`` to output channel 0 (other channels are 0).
+        So ``mha(queries, keys, V)[0][..., 0]`` equals ``self(queries, keys, y)`` when
+        ``V[..., 0] = y``. Requires ``p == n_heads * d_head`` (torch's ``embed_dim``) and the
+        default temperature ``sqrt(d_head)``.
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> rng = np.random.default_rng(0)
+        >>> model = MultiHeadNW(rng.normal(size=(2, 4, 2)), rng.normal(size=(2, 4, 2)))
+        >>> x, y = rng.normal(size=(5, 4)), rng.normal(size=5)
+        >>> values = np.zeros((5, 4)); values[:, 0] = y
+        >>> t = lambda a: torch.tensor(a)[None]  # (1, len, p), batch_first
+        >>> out = model.to_torch()(t(x[:3]), t(x), t(values), need_weights=False)[0][0, :, 0]
+        >>> bool(np.allclose(out.detach().numpy(), model(x[:3], x, y)))
+        True
+        """
+        p, n_heads, d_head = self.p, self.n_heads, self.d_head
+        if p != n_heads * d_head:
+            raise ValueError(f"to_torch needs p == n_heads * d_head = {n_heads * d_head}; got p = {p}")
+        if not math.isclose(self.temperature, math.sqrt(d_head)):
+            raise ValueError(f"to_torch needs temperature = sqrt(d_head) = {math.sqrt(d_head):g}; got {self.temperature:g}")
+        mha = torch.nn.MultiheadAttention(p, n_heads, bias=True, batch_first=True, dtype=dtype)
+        with torch.no_grad():
+            w_value = torch.zeros(n_heads, d_head, p, dtype=dtype)  # (H, d_head, p)
+            w_value[:, 0, 0] = 1.0
+            w_out = torch.zeros(p, n_heads, d_head, dtype=dtype)  # (p, H, d_head)
+            w_out[0, :, 0] = torch.as_tensor(self.alpha, dtype=dtype)
+            wq = self.w_query.to(dtype).cpu().transpose(1, 2).reshape(p, p)  # (H d_head, p)
+            wk = self.w_key.to(dtype).cpu().transpose(1, 2).reshape(p, p)  # (H d_head, p)
+            mha.in_proj_weight.copy_(torch.cat([wq, wk, w_value.reshape(p, p)]))
+            mha.in_proj_bias.zero_()
+            mha.out_proj.weight.copy_(w_out.reshape(p, p))
+            mha.out_proj.bias.zero_()
+        return mha
+

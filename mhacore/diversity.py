@@ -1,0 +1,213 @@
+"""Head diversity: principal angles, cross-Gram blocks and the Head Diversity Index (C3).
+
+``MATH.md`` claim C3: with ``U_h`` an orthonormal basis of ``col(w_key[h])``, the singular
+values of ``G_{hh'} = U_hᵀ U_h'`` are the cosines of the principal angles between the key
+subspaces of heads ``h`` and ``h'``, and
+
+    HDI = 1 − (1 / (H (H−1) d_head)) Σ_{h≠h'} ‖G_{hh'}‖_F²  ∈ [0, 1],
+
+0 when all subspaces coincide and 1 when they are mutually orthogonal. The seed paper's
+normalisation ``(W_K^h)ᵀ W_K^{h'} / d_head`` on raw matrices does not keep HDI in [0, 1];
+the orthonormal form is used here. Frame-potential bound:
+``HDI ≤ 1 − max(0, H d_head / p − 1) / (H − 1)``.
+
+Everything here works on small matrices, in float64 numpy (torch inputs are converted).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validation import as_tensors, check_int
+
+__all__ = ["principal_angles", "cross_gram", "head_diversity_index", "max_feasible_hdi"]
+
+
+def _float64(arrays: dict, ndims: dict):
+    """Validate named arrays and return float64 numpy copies plus whether torch came in."""
+    tensors, is_torch = as_tensors(arrays, ndims)
+    return [t.detach().cpu().double().numpy() for t in tensors], is_torch
+
+
+def _orthonormal_basis(matrix: np.ndarray, name: str) -> np.ndarray:
+    """Gram–Schmidt basis (p, k) of the columns of a full-column-rank (p, k) matrix (QR).
+
+    Signs are fixed so that ``R`` has a positive diagonal: the basis is unique.
+    """
+    q, r = np.linalg.qr(matrix)  # (p, k), (k, k)
+    s = np.linalg.svd(r, compute_uv=False)  # singular values of ``matrix``
+    tol = max(matrix.shape) * np.finfo(np.float64).eps * s[0]
+    if s[0] == 0 or s[-1] <= tol:
+        raise ValueError(
+            f"{name} must have full column rank {matrix.shape[1]}; got singular values down to {s[-1]:.3g} "
+            f"(tolerance {tol:.3g})"
+        )
+    signs = np.where(np.diag(r) < 0, -1.0, 1.0)
+    return q * signs  # (p, k)
+
+
+def principal_angles(a, b):
+    """Principal angles between the column spaces of ``a`` and ``b``, ascending (claim C3).
+
+    Cosines come from the SVD of ``U_aᵀ U_b``; angles whose cosine² ≥ 1/2 are recomputed
+    from sines (the SVD of the component of one basis orthogonal to the other), SciPy's
+    ``subspace_angles`` branch, so nearly aligned subspaces keep full relative accuracy
+    (a plain ``arccos`` cannot resolve angles below ~1e-8).
+
+    Parameters
+    ----------
+    a : array_like of shape (p, k1)
+    b : array_like of shape (p, k2)
+        Both of full column rank.
+
+    Returns
+    -------
+    angles : array of shape (min(k1, k2),)
+        Radians in [0, π/2], ascending; float64 numpy (torch in gives a float64 CPU tensor).
+
+    Raises
+    ------
+    ValueError
+        Not 2-D, different numbers of rows, NaN/inf or empty entries, rank deficiency.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> principal_angles(np.eye(3)[:, :2], np.array([[1.0], [1.0], [0.0]])) / np.pi
+    array([0.])
+    >>> np.round(principal_angles(np.eye(2)[:, :1], np.array([[1.0], [1.0]])) / np.pi, 12)
+    array([0.25])
+    """
+    (a, b), is_torch = _float64({"a": a, "b": b}, {"a": 2, "b": 2})
+    for name, x in (("a", a), ("b", b)):
+        if x.ndim != 2:
+            raise ValueError(f"{name} must have shape (p, k); got {x.shape}")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"a and b must have the same number of rows p; got {a.shape[0]} and {b.shape[0]}")
+    basis_a, basis_b = _orthonormal_basis(a, "a"), _orthonormal_basis(b, "b")
+    if basis_a.shape[1] < basis_b.shape[1]:
+        basis_a, basis_b = basis_b, basis_a  # basis_b is now the narrower one
+    gram = basis_a.T @ basis_b  # (k_wide, k_narrow)
+    cosines = np.linalg.svd(gram, compute_uv=False)  # descending, min(k1, k2)
+    residual = basis_b - basis_a @ gram  # (p, k_narrow): part of b orthogonal to col(a)
+    sines = np.linalg.svd(residual, compute_uv=False)[::-1]  # ascending
+    angles = np.where(
+        cosines**2 >= 0.5,
+        np.arcsin(np.clip(sines, 0.0, 1.0)),
+        np.arccos(np.clip(cosines, 0.0, 1.0)),
+    )
+    angles = np.sort(angles)
+    if is_torch:
+        import torch
+
+        return torch.from_numpy(angles)
+    return angles
+
+
+def cross_gram(w_key):
+    """Cross-Gram blocks ``G_{hh'} = U_hᵀ U_h'`` of orthonormalised key bases (claim C3).
+
+    Parameters
+    ----------
+    w_key : array_like of shape (H, p, d_head)
+        Key projections, each of full column rank ``d_head ≤ p``.
+
+    Returns
+    -------
+    gram : numpy.ndarray of shape (H, H, d_head, d_head)
+        ``gram[h, h]`` is the identity; singular values of ``gram[h, g]`` are the cosines
+        of the principal angles between heads ``h`` and ``g``.
+
+    Raises
+    ------
+    ValueError
+        Not 3-D, ``d_head > p``, NaN/inf or empty entries, a rank-deficient head.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> w = np.stack([np.eye(2)[:, :1], np.eye(2)[:, 1:]])  # (2, 2, 1): orthogonal heads
+    >>> cross_gram(w)[:, :, 0, 0]
+    array([[1., 0.],
+           [0., 1.]])
+    """
+    (w_key,), _ = _float64({"w_key": w_key}, {"w_key": 3})
+    if w_key.ndim != 3:
+        raise ValueError(f"w_key must have shape (n_heads, p, d_head); got {w_key.shape}")
+    n_heads, p, d_head = w_key.shape
+    if d_head > p:
+        raise ValueError(f"w_key must have d_head <= p (a d_head-dimensional subspace of R^p); got d_head={d_head}, p={p}")
+    bases = np.stack([_orthonormal_basis(w, f"w_key[{h}]") for h, w in enumerate(w_key)])  # (H, p, d_head)
+    return np.einsum("hpi,gpj->hgij", bases, bases)  # (H, H, d_head, d_head)
+
+
+def head_diversity_index(w_key) -> float:
+    """Head Diversity Index of key subspaces (claim C3): 0 identical, 1 mutually orthogonal.
+
+    ``HDI = 1 − Σ_{h≠h'} ‖G_{hh'}‖_F² / (H (H−1) d_head)``, i.e. one minus the mean squared
+    cosine of the principal angles over ordered head pairs. Invariant to a change of basis
+    within each head (``w_key[h] @ R`` for invertible ``R``).
+
+    Parameters
+    ----------
+    w_key : array_like of shape (H, p, d_head)
+        Key projections, ``H ≥ 2``, each of full column rank.
+
+    Returns
+    -------
+    float
+        In [0, 1] (clipped against rounding).
+
+    Raises
+    ------
+    ValueError
+        ``H < 2`` and everything :func:`cross_gram` rejects.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> head_diversity_index(np.stack([np.eye(4)[:, :2], np.eye(4)[:, 2:]]))  # orthogonal planes
+    1.0
+    >>> head_diversity_index(np.stack([np.eye(3)[:, :2]] * 3))  # identical heads
+    0.0
+    """
+    gram = cross_gram(w_key)  # (H, H, d_head, d_head)
+    n_heads, _, d_head, _ = gram.shape
+    if n_heads < 2:
+        raise ValueError(f"w_key must hold n_heads >= 2 heads for a diversity index; got {n_heads}")
+    squared = np.einsum("hgij,hgij->hg", gram, gram)  # (H, H): ‖G_hg‖_F²
+    off_diagonal = squared.sum() - np.trace(squared)
+    hdi = 1.0 - off_diagonal / (n_heads * (n_heads - 1) * d_head)
+    return float(np.clip(hdi, 0.0, 1.0))
+
+
+def max_feasible_hdi(n_heads: int, d_head: int, p: int) -> float:
+    """Frame-potential upper bound on the HDI (claim C3).
+
+    ``Σ_{h≠h'} ‖G_{hh'}‖_F² ≥ (H d_head)²/p − H d_head`` gives
+    ``HDI ≤ 1 − max(0, H d_head / p − 1) / (H − 1)``; HDI = 1 needs ``H d_head ≤ p``.
+
+    Parameters
+    ----------
+    n_heads : int
+        ``H ≥ 2``.
+    d_head : int
+        ``1 ≤ d_head ≤ p``.
+    p : int
+        Ambient dimension ``≥ 1``.
+
+    Returns
+    -------
+    float in [0, 1]
+
+    Examples
+    --------
+    >>> max_feasible_hdi(4, 2, 8), max_feasible_hdi(12, 32, 384), max_feasible_hdi(3, 2, 4)
+    (1.0, 1.0, 0.75)
+    """
+    n_heads = check_int(n_heads, "n_heads", minimum=2)
+    d_head = check_int(d_head, "d_head")
+    p = check_int(p, "p")
+    if d_head > p:
+        raise ValueError(f"d_head must be <= p = {p}; got {d_head}")
+    return 1.0 - max(0.0, n_heads * d_head / p - 1.0) / (n_heads - 1)
