@@ -1,0 +1,14 @@
+"""One registered numerical check per theorem of the book.
+
+Importing this package imports every chapter's module of checks, which register
+themselves in :data:`REGISTRY`.  See :func:`run` and :func:`run_checks`.
+"""
+
+from ._registry import (DEFAULT_SEED, REGISTRY, SCALES, CheckResult, Measurement,
+                        Theorem, register, run, run_checks)
+
+# Chapter modules register their checks on import; each is added by its chapter.
+from . import ch01_nw  # noqa: F401
+
+__all__ = ["DEFAULT_SEED", "REGISTRY", "SCALES", "CheckResult", "Measurement", "Theorem",
+           "register", "run", "run_checks"]

@@ -1,0 +1,178 @@
+"""The theorem registry: one registered numerical check per theorem of the book.
+
+Each chapter module in :mod:`mhacore.theorems` registers its checks with
+:func:`register`.  A check is a function ``check(scale, device, seed) -> Measurement``;
+the registry times it, applies its tolerance rule and returns a :class:`CheckResult`.
+Chapters display and assert these results, the test suite runs every check at book
+scale, and the theorem ledger appendix tabulates them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+SCALES = ("book", "large")
+DEFAULT_SEED = 20260521
+RULES = ("4se", "atol")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a check measured, before the registry judges it.
+
+    Parameters
+    ----------
+    estimate : float
+        The measured value (a Monte Carlo mean, a fitted slope, a computed quantity).
+    prediction : float
+        What the theorem predicts for it.
+    standard_error : float
+        Standard error of ``estimate`` (0 for a deterministic computation).
+    rule : {"4se", "atol"}
+        ``"4se"``: pass when ``|estimate - prediction| <= 4 * standard_error``.
+        ``"atol"``: pass when ``|estimate - prediction| <= atol`` (exact identities,
+        where the only error is rounding).
+    atol : float, optional
+        The absolute tolerance of rule ``"atol"``; required for that rule.
+    details : dict
+        Further numbers worth showing (JSON-serialisable scalars, lists, strings).
+    """
+
+    estimate: float
+    prediction: float
+    standard_error: float = 0.0
+    rule: str = "4se"
+    atol: float | None = None
+    details: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES}; got {self.rule!r}")
+        if self.rule == "atol" and (self.atol is None or not self.atol >= 0):
+            raise ValueError(f"atol must be a number >= 0 with rule 'atol'; got {self.atol!r}")
+        if self.rule == "4se" and not (self.standard_error > 0 and math.isfinite(self.standard_error)):
+            raise ValueError(
+                "standard_error must be a finite number > 0 with rule '4se'; "
+                f"got {self.standard_error!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Theorem:
+    """A registered theorem: where it lives in the book and how it is checked."""
+
+    id: str
+    title: str
+    chapter: str
+    claim: str
+    symbolic: str
+    caveat: str
+    check: Callable[[str, str, int], Measurement]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A judged measurement, with what is needed to reproduce it."""
+
+    theorem_id: str
+    title: str
+    chapter: str
+    claim: str
+    estimate: float
+    prediction: float
+    standard_error: float
+    tolerance: float
+    tolerance_rule: str
+    passed: bool
+    scale: str
+    device: str
+    seed: int
+    wall_time_s: float
+    details: dict
+
+    @property
+    def verdict(self) -> str:
+        return "holds" if self.passed else "FAILS"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line: estimate ± SE against the prediction, and the verdict."""
+        if "SE" in self.tolerance_rule:
+            spread = f"± {self.standard_error:.3g} (SE)"
+        else:
+            spread = f"(tolerance {self.tolerance:.1e})"
+        return (f"{self.theorem_id}: estimate {self.estimate:.6g} {spread}, "
+                f"prediction {self.prediction:.6g} -> {self.verdict}")
+
+
+REGISTRY: dict[str, Theorem] = {}
+
+
+def register(theorem_id: str, *, title: str, chapter: str, claim: str,
+             symbolic: str = "", caveat: str = ""):
+    """Decorator registering ``check(scale, device, seed) -> Measurement`` under an id."""
+    if not isinstance(theorem_id, str) or not theorem_id:
+        raise ValueError(f"theorem_id must be a non-empty string; got {theorem_id!r}")
+
+    def decorate(check):
+        if theorem_id in REGISTRY:
+            raise ValueError(f"theorem_id must be unique; {theorem_id!r} is registered twice")
+        REGISTRY[theorem_id] = Theorem(theorem_id, title, chapter, claim, symbolic, caveat, check)
+        return check
+
+    return decorate
+
+
+def run(theorem_id: str, *, scale: str = "book", device: str = "cpu",
+        seed: int = DEFAULT_SEED) -> CheckResult:
+    """Run one registered check and judge it by its tolerance rule.
+
+    Parameters
+    ----------
+    theorem_id : str
+        A key of :data:`REGISTRY`.
+    scale : {"book", "large"}
+        ``"book"`` runs in seconds on a CPU; ``"large"`` is for the command line or a GPU.
+    device : str
+        A torch device string, ``"cpu"`` or ``"cuda"``.
+    seed : int
+        Seed of every random draw of the check.
+
+    Returns
+    -------
+    CheckResult
+    """
+    if theorem_id not in REGISTRY:
+        raise ValueError(f"theorem_id must be one of {sorted(REGISTRY)}; got {theorem_id!r}")
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}; got {scale!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise TypeError(f"seed must be an int >= 0; got {seed!r}")
+    theorem = REGISTRY[theorem_id]
+    start = time.perf_counter()
+    m = theorem.check(scale, device, seed)
+    wall = time.perf_counter() - start
+    if not isinstance(m, Measurement):
+        raise TypeError(f"check {theorem_id!r} must return a Measurement; got {type(m).__name__}")
+    gap = abs(m.estimate - m.prediction)
+    if m.rule == "4se":
+        tolerance, rule = 4.0 * m.standard_error, "|estimate - prediction| <= 4 SE"
+    else:
+        tolerance, rule = float(m.atol), "|estimate - prediction| <= atol"
+    passed = bool(math.isfinite(gap) and gap <= tolerance)
+    return CheckResult(theorem_id, theorem.title, theorem.chapter, theorem.claim,
+                       float(m.estimate), float(m.prediction), float(m.standard_error),
+                       float(tolerance), rule, passed, scale, str(device), seed,
+                       round(wall, 3), dict(m.details))
+
+
+def run_checks(theorem_ids=None, *, scale: str = "book", device: str = "cpu",
+               seed: int = DEFAULT_SEED) -> list[CheckResult]:
+    """Run several checks (all registered ones when ``theorem_ids`` is None), in order."""
+    ids = list(REGISTRY) if theorem_ids is None else list(theorem_ids)
+    return [run(i, scale=scale, device=device, seed=seed) for i in ids]
