@@ -28,7 +28,7 @@ def test_strict_build_has_no_warnings(strict_build):
     proc, html = strict_build
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
-    assert "WARNING" not in log, [line for line in log.splitlines() if "WARNING" in line]
+    assert "WARNING:" not in log, [line for line in log.splitlines() if "WARNING:" in line]
     assert (html / "index.html").is_file()
     assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file()
 

@@ -1,0 +1,112 @@
+"""``python -m mhacore doctor`` and ``check``, and the theorem registry behind ``check``."""
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mhacore import theorems
+from mhacore.__main__ import check, doctor, main
+from mhacore.theorems import Measurement
+
+
+def test_doctor_reports_the_stack_and_passes():
+    out = io.StringIO()
+    assert doctor(stream=out) == 0
+    text = out.getvalue()
+    for name in ("numpy", "torch", "sympy", "torch_threads", "deterministic_algorithms"):
+        assert name in text
+
+
+def test_doctor_fails_clearly_when_a_required_package_is_missing():
+    out = io.StringIO()
+    status = doctor(required={"numpy": "numpy", "nope": "surely-not-installed-pkg"}, stream=out)
+    assert status == 1
+    assert "missing required packages: surely-not-installed-pkg" in out.getvalue()
+
+
+def test_module_entry_point_runs():
+    proc = subprocess.run([sys.executable, "-m", "mhacore", "doctor"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "all required packages are present" in proc.stdout
+
+
+def test_unknown_command_prints_usage():
+    assert main(["frobnicate"]) == 2
+
+
+@pytest.fixture
+def toy_registry(monkeypatch):
+    """Replace the registry with two toy checks: one that holds, one that fails."""
+    calls = []
+    registry = {}
+    monkeypatch.setattr(theorems._registry, "REGISTRY", registry)
+    monkeypatch.setattr(theorems, "REGISTRY", registry)
+
+    @theorems.register("toy-holds", title="t", chapter="c", claim="mean is 0")
+    def _holds(scale, device, seed):
+        calls.append("toy-holds")
+        return Measurement(estimate=0.1, prediction=0.0, standard_error=0.05)
+
+    @theorems.register("toy-fails", title="t", chapter="c", claim="mean is 1")
+    def _fails(scale, device, seed):
+        calls.append("toy-fails")
+        return Measurement(estimate=0.0, prediction=1.0, standard_error=0.05)
+
+    return calls
+
+
+def test_check_writes_report_with_provenance_and_resumes(toy_registry, tmp_path):
+    out = tmp_path / "report.json"
+    assert check(["--theorem", "toy-holds", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["results"][0]["theorem_id"] == "toy-holds"
+    assert report["results"][0]["passed"] is True
+    prov = report["provenance"]
+    for key in ("date", "command", "packages", "device", "python"):
+        assert key in prov
+    assert prov["packages"]["torch"].startswith("2.13")
+    # resume keeps the finished check and runs only the new one
+    assert check(["--theorem", "toy-holds", "--theorem", "toy-fails",
+                  "--out", str(out), "--resume"]) == 1
+    assert toy_registry == ["toy-holds", "toy-fails"]
+    ids = [r["theorem_id"] for r in json.loads(out.read_text())["results"]]
+    assert ids == ["toy-holds", "toy-fails"]
+
+
+def test_check_rejects_unknown_theorem(toy_registry):
+    with pytest.raises(SystemExit):
+        check(["--theorem", "no-such-theorem"])
+
+
+def test_four_se_rule_and_atol_rule(toy_registry):
+    assert theorems.run("toy-holds").passed
+    failed = theorems.run("toy-fails")
+    assert not failed.passed and failed.tolerance == pytest.approx(0.2)
+    assert "FAILS" in failed.summary()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(rule="5se"), "rule must be one of"),
+    (dict(rule="atol"), "atol must be a number >= 0"),
+    (dict(standard_error=0.0), "standard_error must be a finite number > 0"),
+    (dict(standard_error=float("nan")), "standard_error must be a finite number > 0"),
+])
+def test_measurement_validates(kwargs, match):
+    args = dict(estimate=1.0, prediction=1.0, standard_error=0.1) | kwargs
+    with pytest.raises(ValueError, match=match):
+        Measurement(**args)
+
+
+def test_run_validates_its_arguments(toy_registry):
+    with pytest.raises(ValueError, match="theorem_id must be one of"):
+        theorems.run("missing")
+    with pytest.raises(ValueError, match="scale must be one of"):
+        theorems.run("toy-holds", scale="huge")
+    with pytest.raises(TypeError, match="seed must be an int >= 0"):
+        theorems.run("toy-holds", seed=-1)
+    with pytest.raises(ValueError, match="registered twice"):
+        theorems.register("toy-holds", title="", chapter="", claim="")(lambda *a: None)
