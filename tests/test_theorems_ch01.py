@@ -1,0 +1,33 @@
+"""Chapter 1 checks: the NW bandwidth rate, and the helpers behind it."""
+
+import numpy as np
+
+from mhacore import theorems
+from mhacore.theorems import ch01_nw
+
+
+def test_nw_bandwidth_rate_holds_at_book_scale():
+    result = theorems.run("nw-bandwidth-rate", scale="book")
+    assert result.passed, result.summary()
+    assert abs(result.estimate - result.prediction) <= 4 * result.standard_error
+
+
+def test_argmin_recovers_the_vertex_of_a_parabola():
+    u = np.linspace(-2, 2, 21)
+    assert abs(ch01_nw.argmin_log_bandwidth(u, np.exp((u - 0.33) ** 2)) - 0.33) < 1e-10
+    # minimum at the edge of the grid: the window is clipped, the vertex stays inside it
+    assert ch01_nw.argmin_log_bandwidth(u, np.exp((u + 5) ** 2)) == u[0]
+
+
+def test_fit_rate_recovers_an_exact_line():
+    log_n = np.log([100, 200, 400, 800])
+    slope, se = ch01_nw.fit_rate(log_n, 1.0 - 0.2 * log_n)
+    assert abs(slope + 0.2) < 1e-12 and se < 1e-12
+
+
+def test_mse_curves_shape_and_common_random_numbers():
+    bandwidths = [0.03, 0.06]
+    a = ch01_nw.mse_curves(50, bandwidths, replicates=4, n_queries=5, rng=3)
+    b = ch01_nw.mse_curves(50, bandwidths, replicates=4, n_queries=5, rng=3)
+    assert a.shape == (4, 2) and np.all(a >= 0)
+    np.testing.assert_array_equal(a, b)
