@@ -1,0 +1,49 @@
+"""Chapter 4's registered checks at book scale, and their construction helpers."""
+
+import numpy as np
+import pytest
+
+import mhacore
+from mhacore import theorems
+from mhacore.optimize import random_subspaces
+from mhacore.theorems import ch04_diversity as ch04
+
+IDS = ["hdi-rotation-closed-form", "principal-angles-small", "hdi-frame-bound", "hdi-monotone-model"]
+
+
+@pytest.mark.parametrize("theorem_id", IDS)
+def test_check_passes_at_book_scale(theorem_id):
+    result = theorems.run(theorem_id, scale="book")
+    assert result.passed, result.summary()
+    assert result.chapter == "04-head-diversity"
+    assert result.wall_time_s < 5
+
+
+def test_rotated_pair_has_equal_principal_angles():
+    angles = mhacore.principal_angles(*ch04.rotated_pair(0.3, 3, 7))
+    np.testing.assert_allclose(angles, 0.3, atol=1e-14)
+
+
+@pytest.mark.parametrize("theta", [0.0, 0.4, np.pi / 2])
+def test_rotation_family_hdi_is_one_minus_cos4(theta):
+    w = ch04.rotation_family(theta, 3, 2, 9, rng=1)
+    np.testing.assert_allclose(np.einsum("hpi,hpj->hij", w, w), np.broadcast_to(np.eye(2), (3, 2, 2)), atol=1e-12)
+    assert mhacore.head_diversity_index(w) == pytest.approx(1 - np.cos(theta) ** 4, abs=1e-12)
+
+
+def test_rotation_family_needs_room():
+    with pytest.raises(ValueError, match=r"p must be >= \(n_heads \+ 1\) \* d_head = 8; got 7"):
+        ch04.rotation_family(0.1, 3, 2, 7)
+
+
+def test_union_of_bases_is_tight_fusion_frame():
+    w = ch04.union_of_bases(2, 3, 6, rng=0)  # 6 heads of 2 dims in R^6
+    frame_operator = np.einsum("hpi,hqi->pq", w, w)
+    np.testing.assert_allclose(frame_operator, 2 * np.eye(6), atol=1e-12)
+
+
+def test_model_covariance_is_psd_with_unit_correlation_on_diagonal():
+    w = random_subspaces(5, 2, 6, rng=3)
+    cov = ch04.model_covariance(w, variance=2.0, rho0=0.1)
+    np.testing.assert_allclose(np.diag(cov), 2.0, atol=1e-12)
+    assert np.linalg.eigvalsh(cov).min() > -1e-12
