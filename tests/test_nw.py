@@ -92,6 +92,17 @@ def test_gaussian_float32_small_bandwidth_is_accurate():
         np.testing.assert_allclose(got, expected, atol=1e-3)
 
 
+def test_gaussian_extreme_bandwidth_uses_direct_distances():
+    # bandwidth 1e-5 of the data's spread: the float64 expansion's error bound fails and
+    # direct squared distances take over; the answer still matches the reference
+    rng = np.random.default_rng(8)
+    queries, keys, values = data(rng, 20, 300, 2)
+    keys[:20] = queries + 1e-5 * rng.normal(size=(20, 2))  # every query has a near key
+    for chunk in (None, 64):
+        got = nw_estimate(queries, keys, values, kernel="gaussian", bandwidth=1e-5, chunk_size=chunk)
+        np.testing.assert_allclose(got, reference(queries, keys, values, "gaussian", 1 / (2 * 1e-10)), rtol=1e-9, atol=1e-9)
+
+
 def test_leading_dimensions_broadcast():
     rng = np.random.default_rng(5)
     queries = rng.normal(size=(3, 1, 6, 2))
