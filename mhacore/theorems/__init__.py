@@ -10,6 +10,7 @@ from ._registry import (DEFAULT_SEED, REGISTRY, SCALES, CheckResult, Measurement
 # Chapter modules register their checks on import; each is added by its chapter.
 from . import ch01_nw  # noqa: F401
 from . import ch04_diversity  # noqa: F401
+from . import ch05_decorrelation  # noqa: F401
 
 __all__ = ["DEFAULT_SEED", "REGISTRY", "SCALES", "CheckResult", "Measurement", "Theorem",
            "register", "run", "run_checks"]
