@@ -11,6 +11,7 @@ from ._registry import (DEFAULT_SEED, REGISTRY, SCALES, CheckResult, Measurement
 from . import ch01_nw  # noqa: F401
 from . import ch04_diversity  # noqa: F401
 from . import ch05_decorrelation  # noqa: F401
+from . import ch02_one_head  # noqa: F401
 
 __all__ = ["DEFAULT_SEED", "REGISTRY", "SCALES", "CheckResult", "Measurement", "Theorem",
            "register", "run", "run_checks"]
