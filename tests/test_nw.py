@@ -194,3 +194,16 @@ def test_extreme_logits_stay_finite(size, dtype, chunk):
         np.testing.assert_allclose(est, [1.0, 2.0])
     weights = nw_weights(queries, keys, kernel="gaussian", bandwidth=1e-3)
     assert np.isfinite(weights).all()
+
+
+def test_gpu_check_smoke_path_runs_on_cpu():
+    # benchmarks/gpu_check.py's correctness logic, on CPU at small sizes (the GPU run is manual)
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+    result = subprocess.run([sys.executable, str(script), "--device", "cpu", "--small", "--skip-timings"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "all correctness checks passed" in result.stdout

@@ -1,0 +1,159 @@
+"""GPU check for the mhacore core (issue 3): CUDA vs CPU float64 correctness, then timings.
+
+Run on a GPU machine: ``python benchmarks/gpu_check.py`` (one short call, < 4 min on an
+H200). Smoke run anywhere: ``python benchmarks/gpu_check.py --device cpu --small``.
+Exits with status 1 if any result differs from the CPU float64 reference beyond tolerance
+(float64 1e-10, float32 1e-4, both relative to max |values|). TF32 is switched off, so
+float32 matrix products are true float32.
+
+Timings repeat bench_nw.py's cases at 10x its sizes (medians of interleaved repeats,
+synchronised): nw_estimate vs fused SDPA, batched Monte Carlo heads vs a Python loop over
+replicates and heads, the Gaussian kernel, and the memory case (peak allocated growth).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import mhacore
+from mhacore import DataModel, MultiHeadNW, nw_estimate, simulate_heads
+
+TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4}
+
+
+def sync(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(candidates: dict, repeats: int, device) -> dict:
+    """Median seconds of each callable, interleaved, after one warm-up call each."""
+    times = {name: [] for name in candidates}
+    for fn in candidates.values():
+        fn()
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            sync(device)
+            start = time.perf_counter()
+            fn()
+            sync(device)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def check(label, got, expected, values_scale, dtype, failures):
+    error = (got.double().cpu() - expected).abs().max().item() / values_scale
+    ok = error <= TOLERANCE[dtype]
+    print(f"  {'ok  ' if ok else 'FAIL'} {label:<58} rel. error {error:.1e}")
+    if not ok:
+        failures.append(label)
+
+
+def correctness(device, small):
+    """All estimators on ``device`` in float32/float64 vs CPU float64; returns failures."""
+    failures = []
+    g = torch.Generator().manual_seed(0)
+    m, n, d = (60, 700, 5) if small else (700, 6000, 12)
+    queries, keys, values = torch.randn(3, m, d, generator=g, dtype=torch.float64), torch.randn(3, n, d, generator=g, dtype=torch.float64), torch.randn(3, n, 2, generator=g, dtype=torch.float64)
+    scale = values.abs().max().item()
+    print(f"correctness on {device} vs CPU float64 (batch 3, m={m}, n={n}, d={d})")
+    for kernel, params in (("softmax", {"temperature": 0.7}), ("gaussian", {"bandwidth": 0.8})):
+        for chunk in (None, 256):
+            expected = nw_estimate(queries, keys, values, kernel=kernel, chunk_size=chunk, **params)
+            for dtype in (torch.float64, torch.float32):
+                args = [x.to(device, dtype) for x in (queries, keys, values)]
+                got = nw_estimate(*args, kernel=kernel, chunk_size=chunk, **params)
+                assert got.device.type == torch.device(device).type and got.dtype == dtype
+                check(f"nw_estimate {kernel} chunk_size={chunk} {dtype}", got, expected, scale, dtype, failures)
+    w = torch.randn(2, 4, d, 2, generator=g, dtype=torch.float64)
+    mha = MultiHeadNW(w[0], w[1], alpha=[0.1, 0.2, 0.3, 0.4])
+    x, y = torch.randn(8, n // 4, d, generator=g, dtype=torch.float64), torch.randn(8, n // 4, generator=g, dtype=torch.float64)
+    expected = mha.head_estimates(queries[0], x, y)
+    for dtype in (torch.float64, torch.float32):
+        got = mha.head_estimates(queries[0].to(device, dtype), x.to(device, dtype), y.to(device, dtype))
+        check(f"MultiHeadNW.head_estimates (R=8, H=4) {dtype}", got, expected, y.abs().max().item(), dtype, failures)
+    model = DataModel(f=lambda z: np.sin(z).sum(-1), p=d, sigma=0.5)
+    cpu = simulate_heads(model, mha, n // 4, queries[0].numpy(), 16, rng=1)
+    dev = simulate_heads(model, mha, n // 4, queries[0].numpy(), 16, rng=1, device=device)
+    check("simulate_heads (R=16) float64", torch.from_numpy(dev), torch.from_numpy(cpu), 1.0, torch.float64, failures)
+    return failures
+
+
+def timings(device, small, repeats):
+    factor = 0.1 if small else 1.0  # --small: a tenth of the sizes (for a CPU smoke run)
+    size = lambda k: max(8, int(k * factor))  # noqa: E731
+    g = torch.Generator(device=device).manual_seed(1)
+    print(f"\ntimings on {device}, float32, 10x bench_nw.py sizes{' (x0.1: --small)' if small else ''}")
+    for n, m, d in [(20000, 5000, 8), (200000, 20000, 16), (1000000, 10000, 64)]:
+        n, m = size(n), size(m)
+        queries, keys = torch.randn(m, d, device=device, generator=g), torch.randn(n, d, device=device, generator=g)
+        values = torch.randn(n, device=device, generator=g)
+        padded = F.pad(values[:, None], (0, d - 1))
+        t = timed({
+            "nw": lambda: nw_estimate(queries, keys, values),
+            "sdpa": lambda: F.scaled_dot_product_attention(queries[None, None], keys[None, None], padded[None, None], scale=d**-0.5),
+            "gaussian": lambda: nw_estimate(queries, keys, values, kernel="gaussian", bandwidth=1.0),
+        }, repeats, device)
+        print(f"  (n, m, d)={(n, m, d)}: nw_estimate {t['nw']:.4f}s  SDPA {t['sdpa']:.4f}s  ratio {t['nw'] / t['sdpa']:.2f}  "
+              f"gaussian {t['gaussian']:.4f}s  ({m * n / t['nw'] / 1e9:.1f} G kernel evaluations/s)")
+    R, H, n, m, d_head = size(640), 8, 2000, 256, 8
+    p = H * d_head
+    w = torch.randn(2, H, p, d_head, device=device, generator=g) / p**0.5
+    mha = MultiHeadNW(w[0], w[1])
+    queries, keys, values = torch.randn(m, p, device=device, generator=g), torch.randn(R, n, p, device=device, generator=g), torch.randn(R, n, device=device, generator=g)
+
+    def loop():
+        for r in range(R):
+            for h in range(H):
+                nw_estimate(queries @ w[0, h], keys[r] @ w[1, h], values[r])
+
+    t = timed({"batched": lambda: mha.head_estimates(queries, keys, values), "loop": loop}, max(1, repeats // 2), device)
+    print(f"  Monte Carlo R={R}, H={H}, n={n}, m={m}: batched {t['batched']:.3f}s  loop {t['loop']:.3f}s  speed-up {t['loop'] / t['batched']:.1f}x")
+    memory(device, size(10_000_000), size(20_000))
+
+
+def memory(device, n, m, d=16):
+    g = torch.Generator(device=device).manual_seed(2)
+    queries, keys, values = torch.randn(m, d, device=device, generator=g), torch.randn(n, d, device=device, generator=g), torch.randn(n, device=device, generator=g)
+    if torch.device(device).type != "cuda":
+        print(f"  memory case n={n}, m={m}: CUDA only (see bench_nw.py for CPU RSS)")
+        return
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    start = time.perf_counter()
+    out = nw_estimate(queries, keys, values)
+    sync(device)
+    growth = (torch.cuda.max_memory_allocated() - before) / 2**20
+    print(f"  memory case n={n}, m={m}, d={d}: peak allocated growth {growth:.0f} MiB "
+          f"(dense weights {m * n * 4 / 2**30:.0f} GiB), {time.perf_counter() - start:.2f}s, finite={bool(torch.isfinite(out).all())}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--small", action="store_true", help="small sizes (CPU smoke run)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--skip-timings", action="store_true")
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    name = torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "cpu"
+    print(f"gpu_check.py  {datetime.datetime.now().isoformat(timespec='seconds')}  mhacore {mhacore.__version__}  torch {torch.__version__}  device {name}")
+    failures = correctness(args.device, args.small)
+    if not args.skip_timings:
+        timings(args.device, args.small, args.repeats)
+    print(f"\n{'FAILED: ' + ', '.join(failures) if failures else 'all correctness checks passed'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
