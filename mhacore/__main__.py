@@ -3,6 +3,9 @@
 ``doctor`` prints the versions of the stack, the torch device and the determinism
 settings, and exits with status 1 when a required package is missing.
 
+``teach`` generates student notebooks (solutions removed) or an instructor pack; see
+:mod:`mhacore.teach`.
+
 ``check`` runs the registered theorem checks (:mod:`mhacore.theorems`) at a chosen scale
 and device and writes a JSON report with provenance.  With ``--out`` the report is
 rewritten after every finished check, and ``--resume`` skips checks already in it, so an
@@ -108,11 +111,14 @@ def check(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    commands = {"doctor": lambda rest: doctor(), "check": check}
+    from .teach import main as teach
+
+    commands = {"doctor": lambda rest: doctor(), "check": check, "teach": teach}
     if not argv or argv[0] not in commands:
-        print("usage: python -m mhacore {doctor,check} [options]\n"
+        print("usage: python -m mhacore {doctor,check,teach} [options]\n"
               "  doctor  versions of the stack, device and determinism settings\n"
-              "  check   run the book's theorem checks and write a JSON report",
+              "  check   run the book's theorem checks and write a JSON report\n"
+              "  teach   generate student or instructor notebooks from the chapters",
               file=sys.stderr)
         return 2
     return commands[argv[0]](argv[1:])

@@ -1,0 +1,159 @@
+"""Student notebooks and an instructor pack, generated from the book's chapters.
+
+``python -m mhacore teach student --out DIR`` writes one ``.ipynb`` per chapter with the
+solutions removed: every ``{solution}`` block goes, and every code cell tagged
+``solution`` becomes a stub that sets ``answer = None``, so the self-check cell after it
+replies "your turn" instead of failing and the notebook still runs top to bottom.
+
+``python -m mhacore teach instructor --out DIR`` writes the full notebooks (solutions
+included) and the teaching plan. ``--zip`` packs either into a single archive.
+
+The chapters are read from the book's ``_toc.yml``, in its order, so the notebooks follow
+the chapters exactly as they are built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+SOLUTION_TAG = "solution"
+STUB = ("# Your turn: replace None with your answer, then run the self-check below.\n"
+        "answer = None")
+_FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{solution\}")
+TEACHING_PLAN = "book/course.md"
+
+
+def strip_solution_blocks(markdown: str) -> str:
+    """Remove every ``{solution}`` directive (backtick or colon fence) from MyST text.
+
+    Examples
+    --------
+    >>> text = "Q?\\n\\n```{solution} ex-1-1\\n:class: dropdown\\n\\nIt is 4.\\n```\\n\\nMore."
+    >>> strip_solution_blocks(text)
+    'Q?\\n\\n\\nMore.'
+    """
+    out, fence = [], None
+    for line in markdown.split("\n"):
+        if fence is None:
+            match = _FENCE.match(line.lstrip())
+            if match:
+                fence = match.group("fence")
+                continue
+            out.append(line)
+        elif line.strip() == fence:
+            fence = None
+    if fence is not None:
+        raise ValueError(f"markdown has an unclosed {{solution}} block (fence {fence!r})")
+    return re.sub(r"\n{4,}", "\n\n\n", "\n".join(out))
+
+
+def chapter_sources(book_root: Path) -> list[Path]:
+    """The numbered executable chapters (``book/NN-slug.md``) of ``_toc.yml``, in order."""
+    import yaml
+
+    toc_file = Path(book_root) / "_toc.yml"
+    if not toc_file.is_file():
+        raise ValueError(f"book_root must hold the book's _toc.yml; not found: {toc_file}")
+    toc = yaml.safe_load(toc_file.read_text(encoding="utf-8"))
+    files = [toc["root"]] + [c["file"] for part in toc.get("parts", [])
+                             for c in part.get("chapters", [])]
+    paths = [Path(book_root) / f"{f}.md" for f in files]
+    return [p for p in paths if re.match(r"\d\d-", p.name) and p.is_file()
+            and "kernelspec:" in p.read_text("utf-8")[:3000]]
+
+
+def student_notebook(notebook):
+    """A copy of ``notebook`` (nbformat) with its solutions removed."""
+    import copy
+
+    nb = copy.deepcopy(notebook)
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type == "markdown":
+            cell.source = strip_solution_blocks(cell.source)
+        elif cell.cell_type == "code" and SOLUTION_TAG in tags:
+            cell.source = STUB
+            cell.metadata["tags"] = [t for t in tags if t not in (SOLUTION_TAG, "remove-cell")]
+            cell.outputs = []
+    nb.metadata["mhacore_edition"] = "student"
+    return nb
+
+
+def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool = False) -> Path:
+    """Write the student or instructor notebooks into ``out``; return the folder or zip.
+
+    Parameters
+    ----------
+    kind : {"student", "instructor"}
+    out : Path
+        The folder to write (created; existing notebooks in it are replaced).
+    book_root : Path
+        The repository root holding ``_toc.yml`` and ``book/``.
+    make_zip : bool
+        Also pack the folder into ``out.zip`` and return that path.
+    """
+    import jupytext
+
+    if kind not in ("student", "instructor"):
+        raise ValueError(f"kind must be 'student' or 'instructor'; got {kind!r}")
+    book_root, out = Path(book_root), Path(out)
+    sources = chapter_sources(book_root)
+    if not sources:
+        raise ValueError(f"book_root must hold _toc.yml and MyST chapters; none in {book_root}")
+    out.mkdir(parents=True, exist_ok=True)
+    for source in sources:
+        nb = jupytext.read(source)
+        if kind == "student":
+            nb = student_notebook(nb)
+        jupytext.write(nb, out / f"{source.stem}.ipynb", fmt="ipynb")
+    if kind == "instructor" and (book_root / TEACHING_PLAN).is_file():
+        shutil.copy(book_root / TEACHING_PLAN, out / "teaching-plan.md")
+    (out / "README.md").write_text(_readme(kind, sources), encoding="utf-8")
+    if not make_zip:
+        return out
+    archive = out.with_suffix(".zip")
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(out.rglob("*")):
+            zf.write(path, Path(out.name) / path.relative_to(out))
+    return archive
+
+
+def _readme(kind: str, sources: list[Path]) -> str:
+    lines = [f"# {kind.capitalize()} notebooks", ""]
+    if kind == "student":
+        lines += ["Solutions are removed. Each exercise with a self-check has a cell that sets",
+                  "`answer = None`: replace `None` with your answer and run the next cell,",
+                  "which says whether it is right without revealing the solution.", ""]
+    else:
+        lines += ["Full chapters with solutions, and `teaching-plan.md`, the six-session plan.",
+                  ""]
+    lines += ["Run them in the book's environment (`make test` creates `.venv`):", "",
+              "    .venv/bin/python -m pip install jupyterlab", "    .venv/bin/jupyter lab", "",
+              "Chapters:", ""] + [f"- {s.stem}.ipynb" for s in sources]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mhacore teach",
+                                     description="Generate student or instructor notebooks.")
+    parser.add_argument("kind", choices=["student", "instructor"])
+    parser.add_argument("--out", type=Path, required=True, help="folder to write")
+    parser.add_argument("--book", type=Path, default=Path("."), help="repository root")
+    parser.add_argument("--zip", action="store_true", help="also pack the folder into a .zip")
+    args = parser.parse_args(argv)
+    try:
+        result = generate(args.kind, args.out, args.book, args.zip)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {result}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
