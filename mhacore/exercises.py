@@ -12,6 +12,7 @@ computations (closed forms, SymPy, or ``mhacore`` itself).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,7 +40,9 @@ class Exercise:
         A number (or each entry of a vector) is right when
         ``|answer - reference| <= atol + rtol * |reference|``.
     symbols : tuple of str
-        For expressions: the symbol names the answer may use (positive reals).
+        For expressions: the names of the symbols the answer may use, as SymPy prints them
+        (``"B^2"``, ``"rho_0"``). The reference refers to each by the name with everything
+        but letters, digits and underscores removed (``B2``, ``rho_0``).
     """
 
     label: str
@@ -97,18 +100,24 @@ def _as_number(answer, label):
     return value
 
 
+def _identifier(name: str) -> str:
+    return re.sub(r"\W", "", name)
+
+
 def _expression_equal(answer, ex: Exercise) -> bool:
     import sympy as sp
 
-    names = {s: sp.Symbol(s, positive=True) for s in ex.symbols}
+    by_name = {name: sp.Symbol(name, positive=True) for name in ex.symbols}
+    by_identifier = {_identifier(name): symbol for name, symbol in by_name.items()}
     try:
-        given = sp.sympify(answer, locals=names) if isinstance(answer, str) else sp.sympify(answer)
+        given = (sp.sympify(answer, locals=by_identifier) if isinstance(answer, str)
+                 else sp.sympify(answer))
     except (sp.SympifyError, TypeError, SyntaxError) as exc:
         raise TypeError(f"answer to {ex.label} must be a SymPy expression or a string "
                         f"SymPy can parse; got {answer!r}") from exc
-    # the student's symbols may lack the positivity assumption: match them by name
-    given = given.subs({s: names[s.name] for s in given.free_symbols if s.name in names})
-    reference = sp.sympify(ex.reference, locals=names)
+    # the student's symbols may carry other assumptions: match them by name
+    given = given.subs({s: by_name[s.name] for s in given.free_symbols if s.name in by_name})
+    reference = sp.sympify(ex.reference, locals=by_identifier)
     if sp.simplify(given - reference) == 0:
         return True
     # simplify can miss an identity: compare at a few positive points as well
@@ -185,3 +194,53 @@ def check(label: str, answer) -> Feedback:
 register_exercise(Exercise(
     "ex-0-1", "index", "number", prompt="the variance of the mean of 4 unit-variance draws",
     hint="Var(mean of n iid) = sigma^2 / n.", reference=0.25, rtol=1e-9))
+
+# Reference answers: each is recomputed independently in tests/test_exercises.py.
+_CH1, _CH2, _CH3 = "01-nadaraya-watson", "02-one-head-is-nw", "03-bias-variance-covariance"
+_CH4, _CH5 = "04-head-diversity", "05-decorrelation"
+for _exercise in [
+    Exercise("ex-1-1", _CH1, "number",
+             prompt="the ratio of the Gaussian's optimal AMSE to the Epanechnikov's (a float)",
+             hint="mu_2 and R of the Epanechnikov kernel are simple rationals; the Gaussian "
+                  "has mu_2 = 1 and R = 1/(2 sqrt(pi)). Mind the power 1/5.",
+             reference=1.0408377994018, rtol=1e-6),
+    Exercise("ex-1-2", _CH1, "number",
+             prompt="the measured h* at n = 3200 (a float)",
+             hint="Average the MSE curves over replicates before locating the minimum, and "
+                  "locate it on the log-bandwidth scale; use rng=1 as the exercise says.",
+             reference=0.029178714613983, rtol=1e-4),
+    Exercise("ex-2-1", _CH2, "expression",
+             prompt="the second factor as a SymPy expression in n1, n2 (the squared key "
+                    "norms) and tau",
+             hint="Expand both squared distances: the query norm cancels in the difference, "
+                  "the key norms do not.",
+             reference="exp((n1 - n2)/(2*tau))", symbols=("n1", "n2", "tau")),
+    Exercise("ex-2-2", _CH2, "number",
+             prompt="the Gaussian bandwidth that MultiHeadNW's default temperature matches "
+                    "for d_k = 3 (a float)",
+             hint="The default temperature is sqrt(d_k), and the bandwidth is the square root "
+                  "of the temperature.",
+             reference=3 ** 0.25, rtol=1e-9),
+    Exercise("ex-3-1", _CH3, "expression",
+             prompt="the spread term sum_h alpha_h ||w^h - w_bar||^2 as a SymPy expression "
+                    "in a, u, v",
+             hint="For two heads, w^1 - w_bar = (1 - a)(w^1 - w^2).",
+             reference="2*a*(1 - a)*(u - v)**2", symbols=("a", "u", "v")),
+    Exercise("ex-4-1", _CH4, "expression",
+             prompt="the HDI of the two heads as a SymPy expression in the angles a and b",
+             hint="The cross-Gram matrix is diagonal with the cosines of the angles.",
+             reference="(sin(a)**2 + sin(b)**2)/2", symbols=("a", "b")),
+    Exercise("ex-4-2", _CH4, "vector",
+             prompt="the largest feasible HDI for H = 2, 4, 8, 16 (a list of four floats)",
+             hint="The bound is 1 - max(0, H d_k / p - 1) / (H - 1).",
+             reference=[1.0, 1.0, 6 / 7, 0.8], atol=1e-9),
+    Exercise("ex-5-1", _CH5, "expression",
+             prompt="the MSE at HDI = 1 as a SymPy expression in B^2, V, rho_0 and H",
+             hint="At HDI = 1 the mean correlation of the overlap model is rho_0.",
+             reference="B2 + V*rho_0 + V*(1 - rho_0)/H", symbols=("B^2", "V", "rho_0", "H")),
+    Exercise("ex-5-2", _CH5, "number",
+             prompt="the final HDI of the overlap-model optimisation with H = 6, d_k = 2, p = 8",
+             hint="Hd_k > p here: the optimum is the frame-potential bound, not 1.",
+             reference=0.9, rtol=1e-4),
+]:
+    register_exercise(_exercise)

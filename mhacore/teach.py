@@ -1,9 +1,10 @@
 """Student notebooks and an instructor pack, generated from the book's chapters.
 
 ``python -m mhacore teach student --out DIR`` writes one ``.ipynb`` per chapter with the
-solutions removed: every ``{solution}`` block goes, and every code cell tagged
-``solution`` becomes a stub that sets ``answer = None``, so the self-check cell after it
-replies "your turn" instead of failing and the notebook still runs top to bottom.
+solutions removed: every ``{solution}`` block goes, every code cell tagged ``solution``
+becomes a stub that sets ``answer = None`` (so the self-check cell after it replies "your
+turn" instead of failing, and the notebook still runs top to bottom), and cells tagged
+``instructor-only`` (the book's assertion that its own answer passes) are dropped.
 
 ``python -m mhacore teach instructor --out DIR`` writes the full notebooks (solutions
 included) and the teaching plan. ``--zip`` packs either into a single archive.
@@ -22,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 SOLUTION_TAG = "solution"
+INSTRUCTOR_TAG = "instructor-only"  # e.g. the hidden assert that the reference answer passes
 STUB = ("# Your turn: replace None with your answer, then run the self-check below.\n"
         "answer = None")
 _FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{solution\}")
@@ -72,6 +74,7 @@ def student_notebook(notebook):
     import copy
 
     nb = copy.deepcopy(notebook)
+    nb.cells = [c for c in nb.cells if INSTRUCTOR_TAG not in c.metadata.get("tags", [])]
     for cell in nb.cells:
         tags = cell.metadata.get("tags", [])
         if cell.cell_type == "markdown":
