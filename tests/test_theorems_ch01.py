@@ -2,14 +2,7 @@
 
 import numpy as np
 
-from mhacore import theorems
 from mhacore.theorems import ch01_nw
-
-
-def test_nw_bandwidth_rate_holds_at_book_scale():
-    result = theorems.run("nw-bandwidth-rate", scale="book")
-    assert result.passed, result.summary()
-    assert abs(result.estimate - result.prediction) <= 4 * result.standard_error
 
 
 def test_argmin_recovers_the_vertex_of_a_parabola():
