@@ -7,18 +7,42 @@ Data flow: ``nw`` (C0) → ``attention`` (C1) → ``diversity`` (C3) and ``decom
 
 __version__ = "0.1.0"
 
-from .nw import nw_estimate, nw_weights
-from .attention import MultiHeadNW
-from .diversity import cross_gram, head_diversity_index, max_feasible_hdi, principal_angles
-from .decomposition import (
-    BiasVarianceCovariance,
-    bias_variance_covariance,
-    design_covariance,
-    design_decomposition,
-)
-from .montecarlo import DataModel, simulate_decomposition, simulate_heads
+import importlib
 
-__all__ = [
+# The public names and the module that defines each. They are imported on first use, so
+# ``python -m mhacore doctor`` can run, and report a missing torch or numpy, in an
+# environment where importing them would fail.
+_EXPORTS = {
+    "nw_weights": "nw",
+    "nw_estimate": "nw",
+    "MultiHeadNW": "attention",
+    "principal_angles": "diversity",
+    "cross_gram": "diversity",
+    "head_diversity_index": "diversity",
+    "max_feasible_hdi": "diversity",
+    "BiasVarianceCovariance": "decomposition",
+    "bias_variance_covariance": "decomposition",
+    "design_covariance": "decomposition",
+    "design_decomposition": "decomposition",
+    "DataModel": "montecarlo",
+    "simulate_heads": "montecarlo",
+    "simulate_decomposition": "montecarlo",
+}
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+__all__ = [  # noqa: F822 (defined lazily by __getattr__)
     "__version__",
     "nw_weights",
     "nw_estimate",

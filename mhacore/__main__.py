@@ -40,9 +40,15 @@ def doctor(required: dict[str, str] = REQUIRED, optional: dict[str, str] = OPTIO
             if version is None and needed:
                 missing.append(dist)
     if "torch" not in missing:
-        print("\ndevice and determinism:", file=stream)
-        for key, value in device_info().items():
-            print(f"  {key:<26} {value}", file=stream)
+        try:
+            info = device_info()
+        except ImportError as exc:  # installed, but broken (e.g. a wrong build)
+            print(f"\ntorch is installed but cannot be imported: {exc}", file=stream)
+            missing.append("torch (importable)")
+        else:
+            print("\ndevice and determinism:", file=stream)
+            for key, value in info.items():
+                print(f"  {key:<26} {value}", file=stream)
     if missing:
         print(f"\nmissing required packages: {', '.join(missing)}. "
               "Install them with: pip install -r requirements.txt", file=stream)

@@ -115,6 +115,14 @@ def _expression_equal(answer, ex: Exercise) -> bool:
     except (sp.SympifyError, TypeError, SyntaxError) as exc:
         raise TypeError(f"answer to {ex.label} must be a SymPy expression or a string "
                         f"SymPy can parse; got {answer!r}") from exc
+    if isinstance(given, sp.MatrixBase):
+        if given.shape != (1, 1):
+            raise TypeError(f"answer to {ex.label} must be a scalar expression; got a "
+                            f"{given.shape[0]}x{given.shape[1]} matrix")
+        given = given[0, 0]  # a 1x1 matrix, as u.T * v gives
+    if not isinstance(given, sp.Expr):
+        raise TypeError(f"answer to {ex.label} must be a SymPy expression; "
+                        f"got {type(given).__name__}")
     # the student's symbols may carry other assumptions: match them by name
     given = given.subs({s: by_name[s.name] for s in given.free_symbols if s.name in by_name})
     reference = sp.sympify(ex.reference, locals=by_identifier)

@@ -17,16 +17,26 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import sys
 import zipfile
 from pathlib import Path
 
 SOLUTION_TAG = "solution"
 INSTRUCTOR_TAG = "instructor-only"  # e.g. the hidden assert that the reference answer passes
-STUB = ("# Your turn: replace None with your answer, then run the self-check below.\n"
+STUB = ("# Your turn: define what you need (e.g. symbols with sp.symbols), compute your\n"
+        "# answer, replace None with it, then run the self-check below.\n"
         "answer = None")
 _FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{solution\}")
+_DIRECTIVE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}\s*(?P<arg>.*)$")
+# Directives a notebook front end cannot render, and the bold heading each becomes.
+_HEADINGS = {
+    "exercise": "Exercise {arg} [{label}]", "solution": "Solution to {arg}",
+    "prf:theorem": "Theorem: {arg}", "prf:definition": "Definition: {arg}",
+    "prf:remark": "Remark: {arg}", "prf:lemma": "Lemma: {arg}", "admonition": "{arg}",
+    "note": "Note", "tip": "Tip", "important": "Important", "warning": "Warning",
+}
+_CROSS_REF = re.compile(r"\{(?:prf:ref|ref|doc|numref|eq|term)\}`([^`]*)`")
+_CITE = re.compile(r"\{cite(?::\w+)?\}`([^`]*)`")
 TEACHING_PLAN = "book/course.md"
 
 
@@ -54,6 +64,46 @@ def strip_solution_blocks(markdown: str) -> str:
     return re.sub(r"\n{4,}", "\n\n\n", "\n".join(out))
 
 
+def plain_markdown(markdown: str) -> str:
+    """MyST text as a notebook front end can show it: directives become bold headings,
+    cross-references their target, citations ``[key]``.
+
+    Examples
+    --------
+    >>> print(plain_markdown("```{exercise} 1.1 Sum it\\n:label: ex-1-1\\n\\nSee {cite}`b2001`.\\n```"))
+    **Exercise 1.1 Sum it [ex-1-1]**
+    <BLANKLINE>
+    See [b2001].
+    """
+    out, fences = [], []
+    lines = markdown.split("\n")
+    i = 0
+    while i < len(lines):
+        stripped = lines[i].strip()
+        match = _DIRECTIVE.match(stripped)
+        if match and match.group("name") in _HEADINGS:
+            i += 1
+            options = {}
+            while i < len(lines) and re.match(r"^:[\w-]+:", lines[i]):
+                key, _, value = lines[i][1:].partition(":")
+                options[key] = value.strip()
+                i += 1
+            heading = _HEADINGS[match.group("name")].format(
+                arg=match.group("arg"), label=options.get("label", "")).rstrip(": ")
+            out.append(f"**{heading}**" if heading else "")
+            fences.append(match.group("fence"))
+            continue
+        if fences and stripped == fences[-1]:
+            fences.pop()
+        else:
+            out.append(lines[i])
+        i += 1
+    text = "\n".join(out)
+    text = _CROSS_REF.sub(lambda m: re.sub(r"\s*<[^>]*>$", "", m.group(1)), text)
+    return _CITE.sub(lambda m: "[" + "; ".join(k.strip() for k in m.group(1).split(",")) + "]",
+                     text)
+
+
 def chapter_sources(book_root: Path) -> list[Path]:
     """The numbered executable chapters (``book/NN-slug.md``) of ``_toc.yml``, in order."""
     import yaml
@@ -78,7 +128,7 @@ def student_notebook(notebook):
     for cell in nb.cells:
         tags = cell.metadata.get("tags", [])
         if cell.cell_type == "markdown":
-            cell.source = strip_solution_blocks(cell.source)
+            cell.source = plain_markdown(strip_solution_blocks(cell.source))
         elif cell.cell_type == "code" and SOLUTION_TAG in tags:
             cell.source = STUB
             cell.metadata["tags"] = [t for t in tags if t not in (SOLUTION_TAG, "remove-cell")]
@@ -113,9 +163,14 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
         nb = jupytext.read(source)
         if kind == "student":
             nb = student_notebook(nb)
+        else:
+            for cell in nb.cells:
+                if cell.cell_type == "markdown":
+                    cell.source = plain_markdown(cell.source)
         jupytext.write(nb, out / f"{source.stem}.ipynb", fmt="ipynb")
     if kind == "instructor" and (book_root / TEACHING_PLAN).is_file():
-        shutil.copy(book_root / TEACHING_PLAN, out / "teaching-plan.md")
+        plan = (book_root / TEACHING_PLAN).read_text(encoding="utf-8")
+        (out / "teaching-plan.md").write_text(plain_markdown(plan), encoding="utf-8")
     (out / "README.md").write_text(_readme(kind, sources), encoding="utf-8")
     if not make_zip:
         return out
@@ -135,7 +190,9 @@ def _readme(kind: str, sources: list[Path]) -> str:
     else:
         lines += ["Full chapters with solutions, and `teaching-plan.md`, the six-session plan.",
                   ""]
-    lines += ["Run them in the book's environment (`make test` creates `.venv`):", "",
+    lines += ["Run them in the book's environment: on a lab machine your instructor provides",
+              "it; on your own computer, clone the book's repository and run `make test` once",
+              "(it creates `.venv` with everything the notebooks import), then:", "",
               "    .venv/bin/python -m pip install jupyterlab", "    .venv/bin/jupyter lab", "",
               "Chapters:", ""] + [f"- {s.stem}.ipynb" for s in sources]
     return "\n".join(lines) + "\n"

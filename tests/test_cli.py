@@ -110,3 +110,14 @@ def test_run_validates_its_arguments(toy_registry):
         theorems.run("toy-holds", seed=-1)
     with pytest.raises(ValueError, match="registered twice"):
         theorems.register("toy-holds", title="", chapter="", claim="")(lambda *a: None)
+
+
+def test_doctor_reports_an_unimportable_torch_instead_of_crashing():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import mhacore, mhacore.__main__ as m\n"
+            "sys.exit(m.doctor())")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "torch is installed but cannot be imported" in proc.stdout
+    assert "missing required packages: torch (importable)" in proc.stdout

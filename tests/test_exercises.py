@@ -45,6 +45,11 @@ def test_expressions_by_sympy_equivalence(toy):
     assert check("ex-t-expr", sigma / n).correct is False
     with pytest.raises(TypeError, match="must be a SymPy expression"):
         check("ex-t-expr", "sigma**")
+    assert check("ex-t-expr", sp.Matrix([[sigma**2 / n]])).correct  # u.T * v is 1x1
+    with pytest.raises(TypeError, match="must be a scalar expression; got a 2x1 matrix"):
+        check("ex-t-expr", sp.Matrix([sigma, n]))
+    with pytest.raises(TypeError, match="must be a SymPy expression; got"):
+        check("ex-t-expr", sp.Eq(sigma, n))
 
 
 def test_no_answer_means_your_turn_not_failure(toy):

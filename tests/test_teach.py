@@ -58,6 +58,7 @@ def test_student_notebooks_hold_no_solution_text(student_dir):
     for source in chapter_sources(ROOT):
         student = (student_dir / f"{source.stem}.ipynb").read_text(encoding="utf-8")
         assert "{solution}" not in student
+        assert "{exercise}" not in student and "{cite}" not in student  # plain markdown
         decoded = "\n".join("".join(c["source"]) for c in json.loads(student)["cells"])
         for line in solution_texts(source):
             assert line not in decoded, f"{source.name}: solution text left: {line!r}"
@@ -98,7 +99,9 @@ def test_instructor_pack_zip_has_solutions_and_the_plan(tmp_path):
     assert "pack/teaching-plan.md" in names and "pack/README.md" in names
     first = chapter_sources(ROOT)[0]
     text = zipfile.ZipFile(archive).read(f"pack/{first.stem}.ipynb").decode()
-    assert "{solution}" in text or not solution_texts(first)
+    assert "Solution to" in text and "{solution}" not in text  # kept, as plain markdown
+    plan = zipfile.ZipFile(archive).read("pack/teaching-plan.md").decode()
+    assert "Week 1" in plan and "{ref}" not in plan and "{doc}" not in plan
 
 
 def test_command_line(tmp_path):
