@@ -80,16 +80,19 @@ def _gaussian_logits(queries, keys, scale: float):
     ``‖q−k‖² = ‖q̃‖² − 2⟨q̃,k̃⟩ + ‖k̃‖²`` on data centred at the keys' mean, in float64:
     its logit error is about ``eps64 · scale · (‖q̃‖² + ‖k̃‖²)``, negligible unless the
     bandwidth is ~1e-7 of the data's spread; then direct squared distances (``torch.cdist``
-    without the matrix-product expansion, in float64) are used instead.
+    without the matrix-product expansion, in float64) are used instead. The expansion is one
+    matrix product of augmented rows, ``[2s·q̃, −s, −s‖q̃‖²] · [k̃, ‖k̃‖², 1]``, so the
+    ``(m, n)`` logits are written once.
     """
     centre = keys.mean(dim=-2, keepdim=True)  # (..., 1, d)
     q, k = (queries - centre).double(), (keys - centre).double()  # (..., m, d), (..., n, d)
-    q_sq, k_sq = q.square().sum(-1, keepdim=True), k.square().sum(-1)  # (..., m, 1), (..., n)
+    q_sq, k_sq = q.square().sum(-1, keepdim=True), k.square().sum(-1, keepdim=True)  # (..., m, 1), (..., n, 1)
     if 16 * EPS64 * scale * float(q_sq.max() + k_sq.max()) > GAUSSIAN_LOGIT_TOL:
         distance = torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist")  # (..., m, n)
         return distance.square_().mul_(-scale).to(queries.dtype)
-    logits = (q @ k.transpose(-1, -2)).mul_(2).sub_(q_sq).sub_(k_sq.unsqueeze(-2))  # (..., m, n): −‖q−k‖²
-    return logits.clamp_(max=0).mul_(scale).to(queries.dtype)
+    q_aug = torch.cat([q * (2 * scale), torch.full_like(q_sq, -scale), q_sq * -scale], dim=-1)  # (..., m, d+2)
+    k_aug = torch.cat([k, k_sq, torch.ones_like(k_sq)], dim=-1)  # (..., n, d+2)
+    return (q_aug @ k_aug.transpose(-1, -2)).to(queries.dtype)  # (..., m, n): −s‖q−k‖²
 
 
 def _check_pair(queries, keys):
