@@ -182,10 +182,15 @@ def head_diversity_index(w_key) -> float:
 
 
 def max_feasible_hdi(n_heads: int, d_head: int, p: int) -> float:
-    """Frame-potential upper bound on the HDI (claim C3).
+    """Frame-potential upper bound on the HDI (claim C3); not always attained.
 
     ``Σ_{h≠h'} ‖G_{hh'}‖_F² ≥ (H d_head)²/p − H d_head`` gives
     ``HDI ≤ 1 − max(0, H d_head / p − 1) / (H − 1)``; HDI = 1 needs ``H d_head ≤ p``.
+    The bound is an upper bound: for ``H d_head > p`` it is attained iff a tight fusion frame
+    with these parameters exists (``Σ_h U_hU_hᵀ = (H d_head/p) I``; e.g. a union of orthonormal
+    bases when ``d_head`` divides ``p`` and ``p`` divides ``H d_head``). For ``H = 2``,
+    ``d_head = 2``, ``p = 3`` it returns 2/3, but two planes in R³ share a line, so the largest
+    achievable HDI is 1/2.
 
     Parameters
     ----------
@@ -199,6 +204,7 @@ def max_feasible_hdi(n_heads: int, d_head: int, p: int) -> float:
     Returns
     -------
     float in [0, 1]
+        The upper bound (the largest HDI any configuration can have is at most this).
 
     Examples
     --------

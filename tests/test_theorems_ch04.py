@@ -5,6 +5,7 @@ import pytest
 
 import mhacore
 from mhacore.optimize import random_subspaces
+from mhacore import theorems
 from mhacore.theorems import ch04_diversity as ch04
 
 
@@ -36,3 +37,18 @@ def test_model_covariance_is_psd_with_unit_correlation_on_diagonal():
     cov = ch04.model_covariance(w, variance=2.0, rho0=0.1)
     np.testing.assert_allclose(np.diag(cov), 2.0, atol=1e-12)
     assert np.linalg.eigvalsh(cov).min() > -1e-12
+
+
+def test_monotone_model_exact_slope_and_monte_carlo_agree():
+    res = theorems.run("hdi-monotone-model", scale="book")
+    assert "atol" in res.tolerance_rule and res.tolerance == 1e-12
+    assert abs(res.estimate - res.prediction) <= 1e-12
+    d = res.details
+    assert d["max_abs_dev_from_affine"] < 1e-12
+    assert abs(d["mc_slope"] - res.prediction) <= 4 * d["mc_slope_se"]
+
+
+def test_small_angles_reports_worst_absolute_error():
+    res = theorems.run("principal-angles-small", scale="book")
+    assert res.prediction == 0.0 and 0 <= res.estimate <= 1e-14
+    assert res.details["max_abs_error_arccos"] > 1e-9

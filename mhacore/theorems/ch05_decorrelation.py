@@ -1,8 +1,10 @@
-"""Checks of chapter 5: decorrelation optimality (claim C4, seed's Theorem 5.1).
+"""Checks of chapter 5: decorrelation optimality (claim C4, the summary's Theorem 5.1).
 
 * ``decorrelation-optimum`` — minimising the C3 overlap model's MSE over key subspaces
   (Riemannian gradient descent on the Stiefel manifold, from nearly identical heads)
-  reaches the feasible maximum HDI, the frame-potential bound, even when ``H d_head > p``.
+  reaches the frame-potential upper bound on the HDI even when ``H d_head > p``, for a shape
+  where a tight fusion frame exists (the bound is not attained for every shape: for
+  ``H = 2, d_head = 2, p = 3`` it is 2/3, but two planes in R³ share a line and HDI ≤ 1/2).
 * ``random-subspace-hdi`` — independent Haar-random ``d_head``-dimensional subspaces of
   R^p have mean squared principal-angle cosine ``d_head/p``, so ``E HDI = 1 − d_head/p``:
   the baseline against which trained heads are compared.
@@ -32,9 +34,11 @@ except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
     title="The MSE-optimal heads are maximally diverse within feasibility",
     chapter=CHAPTER,
     claim="Minimising MSE = B² + V[ρ̄ + (1−ρ̄)/H] with ρ̄ = ρ₀ + (1−ρ₀)(1−HDI) over key subspaces reaches "
-          "HDI = 1 − max(0, H d_head/p − 1)/(H − 1).",
+          "the upper bound HDI = 1 − max(0, H d_head/p − 1)/(H − 1) where a tight fusion frame exists "
+          "(here H=6, d_head=2, p=8 and H=16, d_head=8, p=64).",
     symbolic="the MSE is affine and decreasing in HDI (chapter 4), so its minimisers are the HDI maximisers",
-    caveat="holds in the overlap model (bias and per-head variance fixed); tolerance = optimisation accuracy",
+    caveat="holds in the overlap model (bias and per-head variance fixed); the bound is an upper bound, "
+          "attained only when a tight fusion frame with these parameters exists; tolerance = optimisation accuracy",
 )
 def _optimum(scale, device, seed):
     shape, steps, rate = ((6, 2, 8), 400, 2.0) if scale == "book" else ((16, 8, 64), 1000, 10.0)
@@ -43,7 +47,11 @@ def _optimum(scale, device, seed):
         result = optimize_subspaces(start, overlap_model_loss(variance=1.0, rho0=0.2),
                                     n_steps=steps, learning_rate=rate, record_every=steps // 4)
     h = result.history
-    return Measurement(estimate=float(h["hdi"][-1]), prediction=max_feasible_hdi(*shape), rule="atol", atol=1e-6,
+    # Tolerance from the optimisation accuracy: the descent converges linearly, and along this run
+    # the HDI gap stays at about 50 x (Riemannian gradient norm)^2 (a nondegenerate minimum). The
+    # final gradient norm 2.1e-7 (book scale) gives a gap of 2.4e-12; 1e-10 leaves a 40x margin
+    # and still fails a run stopped before step ~330 of 400.
+    return Measurement(estimate=float(h["hdi"][-1]), prediction=max_feasible_hdi(*shape), rule="atol", atol=1e-10,
                        details={"n_heads": shape[0], "d_head": shape[1], "p": shape[2],
                                 "initial_hdi": float(h["hdi"][0]), "initial_mse": float(h["mse"][0]),
                                 "final_mse": float(h["mse"][-1]), "final_gradient_norm": float(h["gradient_norm"][-1]),
