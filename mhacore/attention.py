@@ -139,6 +139,15 @@ class MultiHeadNW:
                 f"leading (batch) dimensions must broadcast; got queries {tuple(q.shape[:-3])}, "
                 f"keys {tuple(k.shape[:-3])}, values {tuple(values.shape[:-1])}"
             ) from None
+        if q.ndim == 3 and k.ndim == 3 and values.ndim > 1:
+            # Queries and keys shared by every replicate (a fixed design): the weights are the
+            # same for all of them, so the replicates ride along as value columns and each
+            # head's kernel is evaluated once instead of once per replicate.
+            columns = values.reshape(-1, values.shape[-1]).transpose(0, 1)  # (n, B)
+            estimates = nw_estimate(q, k, columns.unsqueeze(0), temperature=self.temperature,
+                                    chunk_size=chunk_size)  # (H, m, B)
+            estimates = estimates.permute(2, 0, 1).reshape(*batch, *estimates.shape[:2])  # (..., H, m)
+            return restore(estimates, is_torch)
         q = q.expand(*batch, *q.shape[-3:])  # (..., H, m, d_head)
         k = k.expand(*batch, *k.shape[-3:])  # (..., H, n, d_head)
         values = values.expand(*batch, values.shape[-1]).unsqueeze(-2)  # (..., 1, n)

@@ -230,7 +230,9 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size):
     n_batch = math.prod(batch)
     flat = [x.expand(*batch, *x.shape[-2:]).reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]
     out = None
-    if kernel == "softmax" and chunk_size is None:
+    if kernel == "softmax" and chunk_size is None and values.shape[-1] <= queries.shape[-1]:
+        # fused SDPA needs values as wide as the queries: padding narrow values is free,
+        # but padding queries and keys to wide values would multiply the logit work
         out = _fused(*flat, scale)  # (B, m, e) or None
     if out is None and chunk_size is None and n_batch * m * n * queries.element_size() <= DENSE_LIMIT_BYTES:
         weights = torch.softmax(_logits(queries, keys, kernel, scale), dim=-1)  # (..., m, n)

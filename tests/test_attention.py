@@ -84,6 +84,11 @@ def test_replicate_batch_matches_loop():
     for r in range(4):
         np.testing.assert_allclose(shared[r], model.head_estimates(queries, keys[0], values[r]), rtol=1e-12)
     assert model(queries, keys, values).shape == (4, 5)
+    grid = rng.normal(size=(2, 3, 30))  # replicates on a 2-D grid share the design too
+    shared_grid = model.head_estimates(queries, keys[0], grid)
+    assert shared_grid.shape == (2, 3, 3, 5)
+    np.testing.assert_allclose(shared_grid[1, 2], model.head_estimates(queries, keys[0], grid[1, 2]),
+                               rtol=1e-12)
 
 
 def test_large_problem_uses_same_answer_on_every_path():

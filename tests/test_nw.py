@@ -207,3 +207,16 @@ def test_gpu_check_smoke_path_runs_on_cpu():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all correctness checks passed" in result.stdout
+
+
+@pytest.mark.parametrize("chunk_size", [None, 7])
+def test_values_wider_than_queries_on_every_path(chunk_size):
+    """Many value columns (e > d) skip fused SDPA, whose padding would widen q and k too."""
+    rng = np.random.default_rng(11)
+    queries, keys = rng.normal(size=(9, 2)), rng.normal(size=(40, 2))
+    values = rng.normal(size=(40, 25))  # (n, e), e >> d
+    got = nw_estimate(queries, keys, values, temperature=0.7, chunk_size=chunk_size)
+    logits = queries @ keys.T / 0.7
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(got, weights @ values, rtol=1e-12, atol=1e-14)
