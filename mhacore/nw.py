@@ -103,6 +103,9 @@ def _check_pair(queries, keys):
 
 
 def _batch_shape(name_shapes: dict) -> torch.Size:
+    shapes = list(name_shapes.values())
+    if all(shape == shapes[0] for shape in shapes):  # the common case, without torch's slow path
+        return torch.Size(shapes[0])
     try:
         return torch.broadcast_shapes(*name_shapes.values())
     except RuntimeError:
@@ -228,7 +231,10 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size):
     """Dispatch to the dense, fused or chunked path; returns (*batch, m, e)."""
     m, n = queries.shape[-2], keys.shape[-2]
     n_batch = math.prod(batch)
-    flat = [x.expand(*batch, *x.shape[-2:]).reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]
+    if all(x.shape[:-2] == batch for x in (queries, keys, values)):
+        flat = [x.reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]  # (B, ., .)
+    else:
+        flat = [x.expand(*batch, *x.shape[-2:]).reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]
     out = None
     if kernel == "softmax" and chunk_size is None and values.shape[-1] <= queries.shape[-1]:
         # fused SDPA needs values as wide as the queries: padding narrow values is free,
