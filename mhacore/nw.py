@@ -255,6 +255,12 @@ def _fused(queries, keys, values, scale):
     if queries.device.type == "cuda":
         width = -(-width // 8) * 8  # aligned widths keep the CUDA fused kernels eligible
     pad = lambda x: F.pad(x, (0, width - x.shape[-1])) if x.shape[-1] < width else x  # noqa: E731
+    if queries.device.type == "cpu" and queries.dtype in (torch.float32, torch.float64):
+        # the CPU flash kernel takes every unmasked 4-D float32/float64 input of equal widths,
+        # so there is nothing to force (tests/test_nw.py checks the kernel in a profile)
+        out = F.scaled_dot_product_attention(pad(queries)[:, None], pad(keys)[:, None], pad(values)[:, None],
+                                             scale=scale)  # (B, 1, m, width)
+        return out[:, 0, :, :e]
     backends = [torch.nn.attention.SDPBackend.FLASH_ATTENTION, torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION]
     try:
         with warnings.catch_warnings(), torch.nn.attention.sdpa_kernel(backends):

@@ -220,3 +220,17 @@ def test_values_wider_than_queries_on_every_path(chunk_size):
     weights = np.exp(logits - logits.max(axis=1, keepdims=True))
     weights /= weights.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(got, weights @ values, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cpu_softmax_runs_the_fused_flash_kernel(dtype):
+    """Scalar values are padded so that SDPA's fused CPU kernel runs, not its slow math path
+    (which silently materialises two (m, n) matrices)."""
+    g = torch.Generator().manual_seed(0)
+    queries = torch.randn(600, 4, generator=g, dtype=dtype)
+    keys, values = torch.randn(2000, 4, generator=g, dtype=dtype), torch.randn(2000, generator=g, dtype=dtype)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        nw_estimate(queries, keys, values)
+    names = {event.name for event in prof.events()}
+    assert any("flash_attention" in name for name in names), sorted(n for n in names if "attention" in n)
+    assert not any("_scaled_dot_product_attention_math" in name for name in names)
