@@ -17,6 +17,7 @@ Everything here works on small matrices, in float64 numpy (torch inputs are conv
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ._validation import as_tensors, check_int
 
@@ -137,7 +138,9 @@ def cross_gram(w_key):
     n_heads, p, d_head = w_key.shape
     if d_head > p:
         raise ValueError(f"w_key must have d_head <= p (a d_head-dimensional subspace of R^p); got d_head={d_head}, p={p}")
-    bases = np.stack([_orthonormal_basis(w, f"w_key[{h}]") for h, w in enumerate(w_key)])  # (H, p, d_head)
+    # many small factorisations: a multithreaded BLAS only adds contention (10x slower on a busy machine)
+    with threadpool_limits(1, user_api="blas"):
+        bases = np.stack([_orthonormal_basis(w, f"w_key[{h}]") for h, w in enumerate(w_key)])  # (H, p, d_head)
     return np.einsum("hpi,gpj->hgij", bases, bases)  # (H, H, d_head, d_head)
 
 

@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import numpy as np
 
 from ..diversity import head_diversity_index, max_feasible_hdi
@@ -22,11 +20,6 @@ from ._registry import Measurement, register
 
 CHAPTER = "05-decorrelation"
 
-try:  # small QR factorisations run 10-20x slower with a multithreaded BLAS on a busy machine
-    from threadpoolctl import threadpool_limits
-except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-    def threadpool_limits(limits):
-        return nullcontext()
 
 
 @register(
@@ -42,10 +35,9 @@ except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
 )
 def _optimum(scale, device, seed):
     shape, steps, rate = ((6, 2, 8), 400, 2.0) if scale == "book" else ((16, 8, 64), 1000, 10.0)
-    with threadpool_limits(1):
-        start = identical_subspaces(*shape, jitter=0.05, rng=seed)
-        result = optimize_subspaces(start, overlap_model_loss(variance=1.0, rho0=0.2),
-                                    n_steps=steps, learning_rate=rate, record_every=steps // 4)
+    start = identical_subspaces(*shape, jitter=0.05, rng=seed)
+    result = optimize_subspaces(start, overlap_model_loss(variance=1.0, rho0=0.2),
+                                n_steps=steps, learning_rate=rate, record_every=steps // 4)
     h = result.history
     # Tolerance from the optimisation accuracy: the descent converges linearly, and along this run
     # the HDI gap stays at about 50 x (Riemannian gradient norm)^2 (a nondegenerate minimum). The
@@ -70,9 +62,8 @@ def _random(scale, device, seed):
     n_heads, d_head, p = 12, 32, 384  # all-MiniLM-L6-v2's shape
     n_draws = 40 if scale == "book" else 1000
     gen = np.random.default_rng(seed)
-    with threadpool_limits(1):
-        hdis = np.array([head_diversity_index(random_subspaces(n_heads, d_head, p, rng=gen))
-                         for _ in range(n_draws)])
+    hdis = np.array([head_diversity_index(random_subspaces(n_heads, d_head, p, rng=gen))
+                     for _ in range(n_draws)])
     return Measurement(estimate=float(hdis.mean()), prediction=1.0 - d_head / p,
                        standard_error=float(hdis.std(ddof=1) / np.sqrt(n_draws)),
                        details={"n_heads": n_heads, "d_head": d_head, "p": p, "n_draws": n_draws,
