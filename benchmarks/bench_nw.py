@@ -1,7 +1,9 @@
 """Benchmarks of the mhacore core (issue 3): medians of interleaved repeats, printed ratios.
 
-Run: ``python benchmarks/bench_nw.py`` (about two minutes on two cores). Options:
-``--threads N`` (torch threads, default 2), ``--repeats N`` (default 5), ``--quick``
+Run: ``python benchmarks/bench_nw.py`` (under a minute on two cores). Ratios are medians of
+repeat-by-repeat ratios (candidate and reference timed in turn), with their quartiles in
+brackets: on a shared machine the spread is part of the result. Options:
+``--threads N`` (torch threads, default 2), ``--repeats N`` (default 11), ``--quick``
 (smaller shapes, for a smoke run), ``--memory-case`` (internal: the 1e6-key memory check,
 run in a fresh subprocess so its peak RSS is its own).
 
@@ -10,7 +12,8 @@ Cases (CPU, float32 unless stated):
    fraction of this machine's ``exp`` throughput reached (floor: ``m·n`` exponentials).
 2. Gaussian ``nw_estimate`` vs statsmodels ``KernelReg`` (target >= 100x faster).
 3. Batched Monte Carlo heads (R=64, H=8, n=2000, m=256, d_head=8) vs a Python loop over
-   replicates and heads (target >= 1.5x).
+   replicates and heads (target >= 1.5x): a loop of ``nw_estimate`` (the same fused kernel
+   per call) and a loop of the textbook ``softmax(q kᵀ/√d) v``.
 4. Memory: ``nw_estimate`` at n = 1,000,000, m = 2,000, d = 16 (dense weights: 8 GB);
    peak resident growth (target < 256 MB).
 """
@@ -19,8 +22,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -34,30 +37,52 @@ import mhacore
 from mhacore import MultiHeadNW, nw_estimate
 
 
-def interleaved(candidates: dict, repeats: int) -> dict:
-    """Median seconds of each callable, timed in turn within every repeat (after a warm-up)."""
-    for fn in candidates.values():
+def interleaved(candidates: dict, repeats: int, min_seconds: float = 0.02) -> dict:
+    """Seconds per call of each callable, timed in turn within every repeat (after a warm-up).
+
+    A fast callable is run ``k`` times in a row per timing (``k`` picked in the warm-up so
+    one timing lasts at least ``min_seconds``), which keeps timer and scheduler noise small
+    for millisecond calls. Returns name -> list of per-call seconds, one per repeat, so that
+    ratios can be paired repeat by repeat.
+    """
+    inner = {}
+    for name, fn in candidates.items():
+        start = time.perf_counter()
         fn()
+        once = max(time.perf_counter() - start, 1e-6)
+        inner[name] = max(1, math.ceil(min_seconds / once))
     times = {name: [] for name in candidates}
     for _ in range(repeats):
         for name, fn in candidates.items():
             start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+            for _ in range(inner[name]):
+                fn()
+            times[name].append((time.perf_counter() - start) / inner[name])
+    return times
+
+
+def median(times: list) -> float:
+    return statistics.median(times)
+
+
+def paired_ratio(numerator: list, denominator: list) -> str:
+    """Median of the repeat-by-repeat ratios, with their quartiles: 'median [q1, q3]'."""
+    ratios = sorted(a / b for a, b in zip(numerator, denominator))
+    q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
+    return f"{statistics.median(ratios):.2f} [{q1:.2f}, {q3:.2f}]"
 
 
 def exp_rate(repeats: int) -> float:
     """Exponentials per second of torch.exp on float32, cache-resident (4 MiB), as fused kernels run."""
     x = torch.randn(2**20)
     out = torch.empty_like(x)
-    seconds = interleaved({"exp": lambda: torch.exp(x, out=out)}, repeats)["exp"]
+    seconds = median(interleaved({"exp": lambda: torch.exp(x, out=out)}, repeats)["exp"])
     return x.numel() / seconds
 
 
 def case_sdpa(shapes, repeats, rate):
     print("\n[1] nw_estimate vs fused SDPA (values zero-padded to d), float32")
-    print(f"    {'(n, m, d)':>20} {'nw_estimate':>12} {'SDPA':>10} {'ratio':>6} {'exp floor':>10} {'of floor':>9}")
+    print(f"    {'(n, m, d)':>20} {'nw_estimate':>12} {'SDPA':>10} {'ratio [quartiles]':>19} {'exp floor':>10} {'of floor':>9}")
     g = torch.Generator().manual_seed(0)
     for n, m, d in shapes:
         queries, keys = torch.randn(m, d, generator=g), torch.randn(n, d, generator=g)
@@ -69,7 +94,9 @@ def case_sdpa(shapes, repeats, rate):
             "sdpa": lambda: F.scaled_dot_product_attention(queries[None, None], keys[None, None], padded[None, None], scale=scale),
         }, repeats)
         floor = m * n / rate
-        print(f"    {str((n, m, d)):>20} {t['nw']:>11.4f}s {t['sdpa']:>9.4f}s {t['nw'] / t['sdpa']:>6.2f} {floor:>9.4f}s {floor / t['nw']:>8.0%}")
+        nw, sdpa = median(t["nw"]), median(t["sdpa"])
+        print(f"    {str((n, m, d)):>20} {nw:>11.4f}s {sdpa:>9.4f}s {paired_ratio(t['nw'], t['sdpa']):>19} "
+              f"{floor:>9.4f}s {floor / nw:>8.0%}")
         got = nw_estimate(queries.double(), keys.double(), values.double())
         err = (nw_estimate(queries, keys, values).double() - got).abs().max().item()
         print(f"    {'':>20} max |float32 - float64| = {err:.1e}")
@@ -92,7 +119,8 @@ def case_kernelreg(repeats):
     }, repeats)
     err = np.abs(nw_estimate(queries, keys, values, kernel="gaussian", bandwidth=h) - reg.fit(queries)[0]).max()
     for name in ("mhacore float32", "mhacore float64"):
-        print(f"    {name}: {t[name]:.4f}s   KernelReg: {t['KernelReg']:.3f}s   speed-up {t['KernelReg'] / t[name]:.0f}x")
+        print(f"    {name}: {median(t[name]):.4f}s   KernelReg: {median(t['KernelReg']):.3f}s   "
+              f"speed-up {paired_ratio(t['KernelReg'], t[name])}x")
     print(f"    max |float64 - KernelReg| = {err:.1e}")
 
 
@@ -105,16 +133,31 @@ def case_montecarlo(repeats, R=64, H=8, n=2000, m=256, d_head=8):
     queries = torch.randn(m, p, generator=g)
     keys, values = torch.randn(R, n, p, generator=g), torch.randn(R, n, generator=g)
 
-    def loop():
+    scale = 1 / d_head**0.5
+
+    def loop():  # the same fused kernel, one (replicate, head) per call
         out = torch.empty(R, H, m)
         for r in range(R):
             for h in range(H):
                 out[r, h] = nw_estimate(queries @ w_query[h], keys[r] @ w_key[h], values[r])
         return out
 
-    t = interleaved({"batched": lambda: mha.head_estimates(queries, keys, values), "loop": loop}, repeats)
-    err = (mha.head_estimates(queries, keys, values) - loop()).abs().max().item()
-    print(f"    batched {t['batched']:.3f}s   loop {t['loop']:.3f}s   speed-up {t['loop'] / t['batched']:.2f}x   max diff {err:.1e}")
+    def textbook_loop():  # what one writes without mhacore: materialised weights per call
+        out = torch.empty(R, H, m)
+        for r in range(R):
+            for h in range(H):
+                weights = torch.softmax((queries @ w_query[h]) @ (keys[r] @ w_key[h]).T * scale, dim=-1)  # (m, n)
+                out[r, h] = weights @ values[r]
+        return out
+
+    batched = lambda: mha.head_estimates(queries, keys, values)  # noqa: E731
+    t = interleaved({"batched": batched, "loop": loop, "textbook": textbook_loop}, repeats)
+    expected = batched()
+    err = max((expected - loop()).abs().max().item(), (expected - textbook_loop()).abs().max().item())
+    print(f"    batched {median(t['batched']):.3f}s   loop of nw_estimate {median(t['loop']):.3f}s   "
+          f"speed-up {paired_ratio(t['loop'], t['batched'])}x")
+    print(f"    {'':>16}loop of softmax(q kT) v {median(t['textbook']):.3f}s   "
+          f"speed-up {paired_ratio(t['textbook'], t['batched'])}x   max diff {err:.1e}")
 
     def fixed_loop():  # one design for every replicate: only the noise changes
         out = torch.empty(R, H, m)
@@ -125,21 +168,35 @@ def case_montecarlo(repeats, R=64, H=8, n=2000, m=256, d_head=8):
 
     t = interleaved({"batched": lambda: mha.head_estimates(queries, keys[0], values), "loop": fixed_loop}, repeats)
     err = (mha.head_estimates(queries, keys[0], values) - fixed_loop()).abs().max().item()
-    print(f"    fixed design (replicates as value columns): batched {t['batched']:.3f}s   loop {t['loop']:.3f}s   "
-          f"speed-up {t['loop'] / t['batched']:.2f}x   max diff {err:.1e}")
+    print(f"    fixed design (replicates as value columns): batched {median(t['batched']):.3f}s   "
+          f"loop of nw_estimate {median(t['loop']):.3f}s   speed-up {paired_ratio(t['loop'], t['batched'])}x   "
+          f"max diff {err:.1e}")
+
+
+def _status_mib(field: str) -> float:
+    """A memory field of /proc/self/status (Linux), in MiB: VmRSS now, VmHWM its peak."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def memory_case(n=1_000_000, m=2000, d=16):
-    """Runs in a fresh process: peak RSS growth of nw_estimate beyond its inputs."""
+    """Runs in a fresh process: peak RSS growth of nw_estimate beyond its inputs.
+
+    The peak is this process's own high-water mark (VmHWM). ``getrusage``'s ``ru_maxrss``
+    would not do: Linux carries the parent's peak across fork and exec, so a child started
+    by a large parent reports the parent's size as its own floor.
+    """
     g = torch.Generator().manual_seed(3)
     queries, keys, values = torch.randn(m, d, generator=g), torch.randn(n, d, generator=g), torch.randn(n, generator=g)
     nw_estimate(queries[:2], keys[:5000], values[:5000])  # load kernels before measuring
-    with open("/proc/self/statm") as statm:  # current resident pages (Linux)
-        before = int(statm.read().split()[1]) * resource.getpagesize() / 2**20  # MiB
+    before = _status_mib("VmRSS")
     start = time.perf_counter()
     out = nw_estimate(queries, keys, values)
     seconds = time.perf_counter() - start
-    growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before  # peak (KiB on Linux) - current
+    growth = _status_mib("VmHWM") - before
     ok = bool(torch.isfinite(out).all())
     print(f"    peak RSS growth over the inputs {growth:.0f} MiB (dense weights would be {m * n * 4 / 2**30:.1f} GiB), {seconds:.2f}s, finite={ok}")
 
@@ -153,7 +210,7 @@ def case_memory(threads, quick):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--quick", action="store_true", help="small shapes (smoke run)")
     parser.add_argument("--memory-case", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -234,3 +234,16 @@ def test_cpu_softmax_runs_the_fused_flash_kernel(dtype):
     names = {event.name for event in prof.events()}
     assert any("flash_attention" in name for name in names), sorted(n for n in names if "attention" in n)
     assert not any("_scaled_dot_product_attention_math" in name for name in names)
+
+
+def test_float64_gaussian_runs_the_fused_kernel_on_augmented_rows():
+    """float64 Gaussian NW goes through SDPA on rows [2s·q̃, −s] · [k̃, ‖k̃‖²] (a per-query
+    shift of the logits, which the softmax ignores) instead of a materialised softmax, and
+    still matches the float64 reference to rounding."""
+    rng = np.random.default_rng(12)
+    queries, keys, values = data(rng, 300, 2500, 5)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        got = nw_estimate(queries, keys, values, kernel="gaussian", bandwidth=0.6)
+    assert any("flash_attention" in event.name for event in prof.events())
+    expected = reference(queries, keys, values, "gaussian", 1 / (2 * 0.6**2))
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-13)
