@@ -15,9 +15,10 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from ._validation import as_tensors, check_positive, check_simplex, restore
-from .nw import nw_estimate, nw_weights
+from .nw import _fused_width, nw_estimate, nw_weights
 
 __all__ = ["MultiHeadNW"]
 
@@ -78,22 +79,28 @@ class MultiHeadNW:
     def __repr__(self):
         return f"MultiHeadNW(n_heads={self.n_heads}, p={self.p}, d_head={self.d_head}, temperature={self.temperature:g})"
 
-    def _project(self, queries, keys, values=None):
-        """Validate data and project it per head: (..., H, m, d_head), (..., H, n, d_head)."""
+    def _validate(self, queries, keys, values=None):
+        """Check the data and convert it to torch: queries (..., m, p), keys (..., n, p)."""
         arrays = {"queries": queries, "keys": keys}
         if values is not None:
             arrays["values"] = values
-        ndims = {"queries": 2, "keys": 2, "values": 1}
-        tensors, is_torch = as_tensors(arrays, ndims)
-        queries, keys = tensors[:2]
-        for name, x in (("queries", queries), ("keys", keys)):
+        tensors, is_torch = as_tensors(arrays, {"queries": 2, "keys": 2, "values": 1})
+        for name, x in zip(("queries", "keys"), tensors):
             if x.shape[-1] != self.p:
                 raise ValueError(f"{name} must have p = {self.p} features (last dimension); got {x.shape[-1]}")
-        wq = self.w_query.to(device=queries.device, dtype=queries.dtype)
-        wk = self.w_key.to(device=queries.device, dtype=queries.dtype)
-        q = torch.einsum("...mp,hpk->...hmk", queries, wq)  # (..., H, m, d_head)
-        k = torch.einsum("...np,hpk->...hnk", keys, wk)  # (..., H, n, d_head)
-        return q, k, (tensors[2] if values is not None else None), is_torch
+        return (*tensors, None)[:3], is_torch
+
+    def _project(self, x, weights, width=None):
+        """Per-head projections ``(..., L, p) -> (..., H, L, width)`` of queries or keys.
+
+        ``width`` (default ``d_head``) larger than ``d_head`` appends zero columns to the
+        weights (dot products unchanged): the width at which SDPA's fused kernel takes its
+        inputs, so the projected keys need no padded copy later.
+        """
+        w = weights.to(device=x.device, dtype=x.dtype)  # (H, p, d_head)
+        if width is not None and width > self.d_head:
+            w = F.pad(w, (0, width - self.d_head))  # (H, p, width)
+        return torch.einsum("...lp,hpk->...hlk", x, w)  # (..., H, L, width)
 
     def weights(self, queries, keys):
         """Per-head NW weights.
@@ -108,7 +115,8 @@ class MultiHeadNW:
         weights : array of shape (..., H, m, n)
             Rows sum to 1; kind, device and dtype follow ``queries``.
         """
-        q, k, _, is_torch = self._project(queries, keys)
+        (queries, keys, _), is_torch = self._validate(queries, keys)
+        q, k = self._project(queries, self.w_query), self._project(keys, self.w_key)  # (..., H, ., d_head)
         return restore(nw_weights(q, k, temperature=self.temperature), is_torch)
 
     def head_estimates(self, queries, keys, values, *, chunk_size=None):
@@ -129,28 +137,32 @@ class MultiHeadNW:
         -------
         head_estimates : array of shape (..., H, m)
         """
-        q, k, values, is_torch = self._project(queries, keys, values)
-        if values.shape[-1] != k.shape[-2]:
-            raise ValueError(f"values must have one entry per key (n = {k.shape[-2]}); got {values.shape[-1]}")
+        (queries, keys, values), is_torch = self._validate(queries, keys, values)
+        if values.shape[-1] != keys.shape[-2]:
+            raise ValueError(f"values must have one entry per key (n = {keys.shape[-2]}); got {values.shape[-1]}")
         try:
-            batch = torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], values.shape[:-1])
+            batch = torch.broadcast_shapes(queries.shape[:-2], keys.shape[:-2], values.shape[:-1])
         except RuntimeError:
             raise ValueError(
-                f"leading (batch) dimensions must broadcast; got queries {tuple(q.shape[:-3])}, "
-                f"keys {tuple(k.shape[:-3])}, values {tuple(values.shape[:-1])}"
+                f"leading (batch) dimensions must broadcast; got queries {tuple(queries.shape[:-2])}, "
+                f"keys {tuple(keys.shape[:-2])}, values {tuple(values.shape[:-1])}"
             ) from None
-        if q.ndim == 3 and k.ndim == 3 and values.ndim > 1:
+        if queries.ndim == 2 and keys.ndim == 2 and values.ndim > 1:
             # Queries and keys shared by every replicate (a fixed design): the weights are the
             # same for all of them, so the replicates ride along as value columns and each
             # head's kernel is evaluated once instead of once per replicate.
+            q, k = self._project(queries, self.w_query), self._project(keys, self.w_key)  # (H, ., d_head)
             columns = values.reshape(-1, values.shape[-1]).transpose(0, 1)  # (n, B)
             estimates = nw_estimate(q, k, columns.unsqueeze(0), temperature=self.temperature,
                                     chunk_size=chunk_size)  # (H, m, B)
             estimates = estimates.permute(2, 0, 1).reshape(*batch, *estimates.shape[:2])  # (..., H, m)
             return restore(estimates, is_torch)
-        q = q.expand(*batch, *q.shape[-3:])  # (..., H, m, d_head)
-        k = k.expand(*batch, *k.shape[-3:])  # (..., H, n, d_head)
-        values = values.expand(*batch, values.shape[-1]).unsqueeze(-2)  # (..., 1, n)
+        width = _fused_width(self.d_head, queries.device, queries.dtype) if chunk_size is None else None
+        q = self._project(queries, self.w_query, width)  # (..., H, m, width)
+        k = self._project(keys, self.w_key, width)  # (..., H, n, width)
+        q = q.expand(*batch, *q.shape[-3:])  # (*batch, H, m, width): stride-0 views, no copies
+        k = k.expand(*batch, *k.shape[-3:])  # (*batch, H, n, width)
+        values = values.expand(*batch, values.shape[-1]).unsqueeze(-2)  # (*batch, 1, n): shared by the heads
         estimates = nw_estimate(q, k, values, temperature=self.temperature, chunk_size=chunk_size)
         return restore(estimates, is_torch)  # (..., H, m)
 

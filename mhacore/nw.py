@@ -240,72 +240,93 @@ def nw_estimate(queries, keys, values, *, kernel="softmax", temperature=None, ba
 def _estimate(queries, keys, values, batch, kernel, scale, chunk_size):
     """Dispatch to the fused, dense or chunked path; returns (*batch, m, e)."""
     m, n, e = queries.shape[-2], keys.shape[-2], values.shape[-1]
-    n_batch = math.prod(batch)
-    if all(x.shape[:-2] == batch for x in (queries, keys, values)):
-        flat = [x if x.ndim == 3 else x.reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]  # (B, ., .)
-    else:
-        flat = [x.expand(*batch, *x.shape[-2:]).reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]
     out = None
     if chunk_size is None and kernel == "softmax" and e <= queries.shape[-1]:
         # fused SDPA needs values as wide as the queries: padding narrow values is free,
         # but padding queries and keys to wide values would multiply the logit work
-        out = _fused(*flat, scale)  # (B, m, e) or None
+        out = _fused(queries, keys, values, batch, scale)  # (*batch, m, e) or None
     elif chunk_size is None and kernel == "gaussian" and queries.dtype == torch.float64:
-        out = _fused_gaussian(*flat, scale)  # (B, m, e) or None
-    if out is None and chunk_size is None and n_batch * m * n * queries.element_size() <= DENSE_LIMIT_BYTES:
+        out = _fused_gaussian(queries, keys, values, batch, scale)  # (*batch, m, e) or None
+    if out is not None:
+        return out
+    n_batch = math.prod(batch)
+    if chunk_size is None and n_batch * m * n * queries.element_size() <= DENSE_LIMIT_BYTES:
         weights = torch.softmax(_logits(queries, keys, kernel, scale), dim=-1)  # (..., m, n)
         return weights @ values  # (..., m, e)
-    if out is None:
-        out = _chunked(*flat, kernel, scale, chunk_size or KEY_BLOCK)  # (B, m, e)
+    flat = [x.expand(*batch, *x.shape[-2:]).reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]
+    out = _chunked(*flat, kernel, scale, chunk_size or KEY_BLOCK)  # (B, m, e)
     return out.reshape(*batch, m, e)
 
 
-def _fused(queries, keys, values, scale):
-    """Softmax NW through fused SDPA; (B, m, d), (B, n, d), (B, n, e) -> (B, m, e) or None."""
+def _fused_width(width: int, device: torch.device, dtype: torch.dtype) -> int:
+    """The feature width at which SDPA's fused kernels get queries, keys and values.
+
+    CUDA: a multiple of 8 (keeps the fused kernels eligible). CPU float32: 16 for widths
+    2–15 (the flash kernel runs faster there; module docstring). Otherwise unchanged.
+    """
+    if device.type == "cuda":
+        return -(-width // 8) * 8
+    if dtype == torch.float32 and 1 < width < CPU_FLOAT32_WIDTH:
+        return CPU_FLOAT32_WIDTH
+    return width
+
+
+def _fused(queries, keys, values, batch, scale):
+    """Softmax NW through fused SDPA; (..., m, d), (..., n, d), (..., n, e) -> (*batch, m, e) or None.
+
+    Each input is zero-padded at its own shape and only then broadcast to ``batch`` (a
+    stride-0 view, which SDPA reads without copying): a key set shared by every replicate,
+    or values shared by every head, stay one copy.
+    """
     d, e = queries.shape[-1], values.shape[-1]
-    width = max(d, e)
-    if queries.device.type == "cuda":
-        width = -(-width // 8) * 8  # aligned widths keep the CUDA fused kernels eligible
-    elif queries.dtype == torch.float32 and 1 < width < CPU_FLOAT32_WIDTH:
-        width = CPU_FLOAT32_WIDTH  # the CPU flash kernel runs faster at width 16 (module docstring)
-    q, k, v = (F.pad(x, (0, width - x.shape[-1])) if x.shape[-1] < width else x for x in (queries, keys, values))
-    q, k, v = q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1)  # (B, 1, ., width): one "attention head" each
+    width = _fused_width(max(d, e), queries.device, queries.dtype)
+    if len(batch) <= 2:
+        lead = (1,) * (2 - len(batch)) + tuple(batch)  # SDPA's fused kernels take (N, heads, L, width)
+    else:
+        lead = (math.prod(batch[:-1]), batch[-1])
+
+    def four_d(x):  # (..., L, c) -> (*lead, L, width)
+        x = F.pad(x, (0, width - x.shape[-1])) if x.shape[-1] < width else x
+        return x.expand(*batch, *x.shape[-2:]).reshape(*lead, *x.shape[-2:])
+
+    q, k, v = four_d(queries), four_d(keys), four_d(values)
+    m = q.shape[-2]
     if queries.device.type == "cpu" and queries.dtype in (torch.float32, torch.float64):
         # the CPU flash kernel takes every unmasked 4-D float32/float64 input of equal widths,
         # so there is nothing to force (tests/test_nw.py checks the kernel in a profile)
-        out = F.scaled_dot_product_attention(q, k, v, scale=scale)  # (B, 1, m, width)
-        return out.select(1, 0).narrow(-1, 0, e)
+        out = F.scaled_dot_product_attention(q, k, v, scale=scale)  # (*lead, m, width)
+        return out.narrow(-1, 0, e).reshape(*batch, m, e)
     backends = [torch.nn.attention.SDPBackend.FLASH_ATTENTION, torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION]
     try:
         with warnings.catch_warnings(), torch.nn.attention.sdpa_kernel(backends):
             warnings.simplefilter("ignore")
-            out = F.scaled_dot_product_attention(q, k, v, scale=scale)  # (B, 1, m, width)
+            out = F.scaled_dot_product_attention(q, k, v, scale=scale)  # (*lead, m, width)
     except RuntimeError:  # no fused kernel for this device/dtype/shape: caller chunks
         return None
-    return out.select(1, 0).narrow(-1, 0, e)
+    return out.narrow(-1, 0, e).reshape(*batch, m, e)
 
 
-def _fused_gaussian(queries, keys, values, scale):
+def _fused_gaussian(queries, keys, values, batch, scale):
     """Gaussian NW through fused SDPA on augmented float64 rows, or None.
 
-    ``(B, m, d), (B, n, d), (B, n, e) -> (B, m, e)``. On data centred at the keys' mean,
-    ``[2s·q̃, −s] · [k̃, ‖k̃‖²] = −s‖q̃ − k̃‖² + s‖q̃‖²``: the Gaussian logit plus a per-query
-    constant, which the softmax ignores. Used for float64 data only, where it replaces a
-    materialised float64 softmax (memory-bound) by the cache-blocked fused kernel; returns
-    None (the caller falls back) when the expansion's error bound fails, when the values
-    are wider than the augmented rows, or when no fused kernel runs.
+    ``(..., m, d), (..., n, d), (..., n, e) -> (*batch, m, e)``. On data centred at the
+    keys' mean, ``[2s·q̃, −s] · [k̃, ‖k̃‖²] = −s‖q̃ − k̃‖² + s‖q̃‖²``: the Gaussian logit plus a
+    per-query constant, which the softmax ignores. Used for float64 data only, where it
+    replaces a materialised float64 softmax (memory-bound) by the cache-blocked fused
+    kernel; returns None (the caller falls back) when the expansion's error bound fails,
+    when the values are wider than the augmented rows, or when no fused kernel runs.
     """
     d, e = queries.shape[-1], values.shape[-1]
     if e > d + 1:
         return None
-    centre = keys.mean(dim=-2, keepdim=True)  # (B, 1, d)
-    q, k = queries - centre, keys - centre  # (B, m, d), (B, n, d)
-    k_sq = k.square().sum(-1, keepdim=True)  # (B, n, 1)
+    centre = keys.mean(dim=-2, keepdim=True)  # (..., 1, d)
+    q, k = queries - centre, keys - centre  # (..., m, d), (..., n, d)
+    k_sq = k.square().sum(-1, keepdim=True)  # (..., n, 1)
     if not _expansion_is_accurate(q.square().sum(-1).max(), k_sq.max(), scale, d):
         return None
-    q_aug = torch.cat([q * (2 * scale), q.new_full((*q.shape[:-1], 1), -scale)], dim=-1)  # (B, m, d+1)
-    k_aug = torch.cat([k, k_sq], dim=-1)  # (B, n, d+1)
-    return _fused(q_aug, k_aug, values, 1.0)
+    q_aug = torch.cat([q * (2 * scale), q.new_full((*q.shape[:-1], 1), -scale)], dim=-1)  # (..., m, d+1)
+    k_aug = torch.cat([k, k_sq], dim=-1)  # (..., n, d+1)
+    return _fused(q_aug, k_aug, values, batch, 1.0)
 
 
 def _expansion_is_accurate(max_q_sq, max_k_sq, scale: float, d: int) -> bool:

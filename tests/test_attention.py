@@ -102,6 +102,22 @@ def test_large_problem_uses_same_answer_on_every_path():
     np.testing.assert_allclose(chunked, dense, rtol=1e-11, atol=1e-13)
 
 
+def test_float32_replicates_projected_to_the_fused_width_match_float64():
+    """float32 on the CPU: heads are projected straight to width 16 (zero weight columns) and
+    replicate values are padded once and shared by the heads; the answer is the float64 one."""
+    rng = np.random.default_rng(6)
+    model = random_model(rng)  # d_head = 2: projected to width 16
+    queries, keys, values = rng.normal(size=(7, 6)), rng.normal(size=(3, 40, 6)), rng.normal(size=(3, 40))
+    expected = model.head_estimates(queries, keys, values)  # float64, (3, 3, 7)
+    t32 = [torch.tensor(a, dtype=torch.float32) for a in (queries, keys, values)]
+    for chunk_size in (None, 16):
+        got = model.head_estimates(*t32, chunk_size=chunk_size)
+        assert got.dtype == torch.float32 and got.shape == (3, 3, 7)
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-5)
+    per_query_set = model.head_estimates(t32[0].expand(3, 7, 6), t32[1], t32[2])  # queries carry the batch too
+    np.testing.assert_allclose(per_query_set.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
 def test_torch_float32_in_torch_float32_out():
     rng = np.random.default_rng(5)
     model = random_model(rng)
