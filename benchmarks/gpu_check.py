@@ -6,7 +6,8 @@ Exits with status 1 if any result differs from the CPU float64 reference beyond 
 (float64 1e-10, float32 1e-4, both relative to max |values|). TF32 is switched off, so
 float32 matrix products are true float32.
 
-Timings repeat bench_nw.py's cases at 10x its sizes (medians of interleaved repeats,
+Then which SDPA implementation (fused or fallback) each main path reaches. Timings repeat
+bench_nw.py's cases at 10x its sizes (medians of interleaved repeats,
 synchronised): nw_estimate vs fused SDPA, batched Monte Carlo heads vs a Python loop over
 replicates and heads, the Gaussian kernel, and the memory case (peak allocated growth).
 """
@@ -87,6 +88,33 @@ def correctness(device, small):
     return failures
 
 
+def kernels(device, small):
+    """Which SDPA implementation each main path reaches on ``device`` (printed, not judged).
+
+    On CUDA a path whose fused kernels refuse its inputs (dtype, alignment, stride-0
+    broadcast views) falls back to the chunked loop: correct but slower. This shows which.
+    """
+    g = torch.Generator(device=device).manual_seed(3)
+    m, n, d = (64, 512, 8) if small else (512, 4096, 8)
+    R, H, p = 4, 4, 16
+    mha = MultiHeadNW(torch.randn(H, p, d, device=device, generator=g), torch.randn(H, p, d, device=device, generator=g))
+    print(f"\nSDPA implementations reached on {device}")
+    for dtype in (torch.float32, torch.float64):
+        q, k, v = (torch.randn(*shape, device=device, generator=g).to(dtype) for shape in ((m, d), (n, d), (n,)))
+        x, y = torch.randn(R, n, p, device=device, generator=g).to(dtype), torch.randn(R, n, device=device, generator=g).to(dtype)
+        cases = {
+            "nw_estimate softmax": lambda: nw_estimate(q, k, v),
+            "nw_estimate gaussian": lambda: nw_estimate(q, k, v, kernel="gaussian", bandwidth=1.0),
+            "MultiHeadNW batched (stride-0 views)": lambda: mha.head_estimates(x[0, :m], x, y),
+        }
+        for label, fn in cases.items():
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                fn()
+            ops = sorted({e.name.removeprefix("aten::") for e in prof.events() if "scaled_dot_product" in e.name
+                          and e.name != "aten::scaled_dot_product_attention"})
+            print(f"  {label:<38} {str(dtype):<14} {', '.join(ops) or 'no SDPA (dense or chunked path)'}")
+
+
 def timings(device, small, repeats):
     factor = 0.1 if small else 1.0  # --small: a tenth of the sizes (for a CPU smoke run)
     size = lambda k: max(8, int(k * factor))  # noqa: E731
@@ -149,6 +177,7 @@ def main():
     name = torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "cpu"
     print(f"gpu_check.py  {datetime.datetime.now().isoformat(timespec='seconds')}  mhacore {mhacore.__version__}  torch {torch.__version__}  device {name}")
     failures = correctness(args.device, args.small)
+    kernels(args.device, args.small)
     if not args.skip_timings:
         timings(args.device, args.small, args.repeats)
     print(f"\n{'FAILED: ' + ', '.join(failures) if failures else 'all correctness checks passed'}")
