@@ -241,7 +241,7 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size):
     """Dispatch to the fused, dense or chunked path; returns (*batch, m, e)."""
     m, n, e = queries.shape[-2], keys.shape[-2], values.shape[-1]
     out = None
-    if chunk_size is None and kernel == "softmax" and e <= queries.shape[-1]:
+    if chunk_size is None and kernel == "softmax" and e <= _fused_width(queries.shape[-1], queries.device, queries.dtype):
         # fused SDPA needs values as wide as the queries: padding narrow values is free,
         # but padding queries and keys to wide values would multiply the logit work
         out = _fused(queries, keys, values, batch, scale)  # (*batch, m, e) or None
@@ -317,7 +317,7 @@ def _fused_gaussian(queries, keys, values, batch, scale):
     when the values are wider than the augmented rows, or when no fused kernel runs.
     """
     d, e = queries.shape[-1], values.shape[-1]
-    if e > d + 1:
+    if e > _fused_width(d + 1, queries.device, queries.dtype):
         return None
     centre = keys.mean(dim=-2, keepdim=True)  # (..., 1, d)
     q, k = queries - centre, keys - centre  # (..., m, d), (..., n, d)

@@ -247,3 +247,21 @@ def test_float64_gaussian_runs_the_fused_kernel_on_augmented_rows():
     assert any("flash_attention" in event.name for event in prof.events())
     expected = reference(queries, keys, values, "gaussian", 1 / (2 * 0.6**2))
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_path_with_three_broadcast_batch_dims_and_strided_inputs(dtype):
+    """More than two leading dimensions (merged for SDPA's 4-D layout), broadcast ones
+    (stride-0 views) and non-contiguous inputs give the reference answer."""
+    rng = np.random.default_rng(13)
+    queries = rng.normal(size=(2, 1, 3, 5, 4)).astype(dtype)
+    keys = np.swapaxes(rng.normal(size=(1, 3, 1, 4, 11)), -1, -2).astype(dtype)  # (1, 3, 1, 11, 4), strided
+    values = rng.normal(size=(2, 3, 1, 11, 6)).astype(dtype)  # e = 6 > d = 4
+    t = [torch.from_numpy(np.ascontiguousarray(a)) for a in (queries, keys, values)]
+    t[1] = t[1].transpose(-1, -2).contiguous().transpose(-1, -2)  # non-contiguous keys
+    got = nw_estimate(*t, temperature=0.9)
+    assert got.shape == (2, 3, 3, 5, 6)
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    for i, j, k in np.ndindex(2, 3, 3):
+        expected = reference(queries[i, 0, k], keys[0, j, 0], values[i, j, 0], scale=1 / 0.9)
+        np.testing.assert_allclose(got[i, j, k].numpy(), expected, rtol=tol, atol=tol)
