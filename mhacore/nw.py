@@ -180,8 +180,9 @@ def nw_estimate(queries, keys, values, *, kernel="softmax", temperature=None, ba
     """Nadaraya–Watson estimate ``Σ_i w_i(q) v_i`` at every query (claim C0).
 
     Never materialises the ``(m, n)`` weights when they would exceed 8 MiB: the softmax
-    kernel then runs torch's fused ``scaled_dot_product_attention`` (CPU and CUDA), the
-    Gaussian kernel an online log-sum-exp over key blocks (see the module docstring).
+    kernel runs torch's fused ``scaled_dot_product_attention`` (CPU and CUDA), and so does
+    the Gaussian kernel on float64 data (on augmented rows); otherwise an online
+    log-sum-exp over key blocks (see the module docstring).
 
     Parameters
     ----------
