@@ -2,7 +2,7 @@
 
 The companion package of the book; notation and claims (C0–C7) follow ``MATH.md``.
 Data flow: ``nw`` (C0) → ``attention`` (C1) → ``diversity`` (C3) and ``decomposition`` (C2)
-→ ``montecarlo``.
+→ ``montecarlo`` → the theorem-specific models ``weighting`` (C6) and ``colony`` (C7).
 """
 
 __version__ = "0.1.0"
@@ -27,6 +27,17 @@ _EXPORTS = {
     "DataModel": "montecarlo",
     "simulate_heads": "montecarlo",
     "simulate_decomposition": "montecarlo",
+    "uniform_weights": "weighting",
+    "geometric_weights": "weighting",
+    "fibonacci_weights": "weighting",
+    "sum_of_squares": "weighting",
+    "effective_heads": "weighting",
+    "error_second_moment": "weighting",
+    "ensemble_mse": "weighting",
+    "optimal_weights": "weighting",
+    "scout_moments": "colony",
+    "colony_variance": "colony",
+    "simulate_assessments": "colony",
 }
 
 
@@ -58,4 +69,15 @@ __all__ = [  # noqa: F822 (defined lazily by __getattr__)
     "DataModel",
     "simulate_heads",
     "simulate_decomposition",
+    "uniform_weights",
+    "geometric_weights",
+    "fibonacci_weights",
+    "sum_of_squares",
+    "effective_heads",
+    "error_second_moment",
+    "ensemble_mse",
+    "optimal_weights",
+    "scout_moments",
+    "colony_variance",
+    "simulate_assessments",
 ]

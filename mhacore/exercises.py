@@ -252,3 +252,50 @@ for _exercise in [
              reference=0.9, rtol=1e-4),
 ]:
     register_exercise(_exercise)
+
+# --- chapter 06 exercises ---
+# Reference answers recomputed independently in tests/test_theorems_ch06.py.
+for _exercise in [
+    Exercise("ex-6-1", "06-heads-and-width", "expression",
+             prompt="the optimal head width d_k* of the classical law for data dimension d = 2, "
+                    "as a SymPy expression in B, n and V",
+             hint="Set the derivative of B/d_k^2 + V d_k^(d/2)/n to zero with d = 2 and solve for d_k.",
+             reference="(2*B*n/V)**(1/3)", symbols=("B", "n", "V")),
+    Exercise("ex-6-2", "06-heads-and-width", "number",
+             prompt="the limit of n E||w||^2 for one softmax head with d_k = 6 and projection scale c = 1 "
+                    "(a float)",
+             hint="Each projected coordinate contributes E exp(c^4 z^2 / d_k) = (1 - 2c^4/d_k)^(-1/2).",
+             reference=27 / 8, rtol=1e-9),
+]:
+    register_exercise(_exercise)
+
+# --- chapter 07 exercises ---
+for _exercise in [
+    Exercise("ex-7-1", "07-structured-weights", "expression",
+             prompt="sum_h alpha_h^2 of the weights (1, r, r^2)/(1 + r + r^2) as a SymPy "
+                    "expression in r",
+             hint="Square each weight and add; the denominator is (1 + r + r^2)^2.",
+             reference="(1 + r**2 + r**4)/(1 + r + r**2)**2", symbols=("r",)),
+    Exercise("ex-7-2", "07-structured-weights", "number",
+             prompt="the ratio Var(Fibonacci)/Var(uniform) for H = 16 equicorrelated heads "
+                    "with rho = 0.2 (a float)",
+             hint="Variance / V = rho + (1 - rho) * sum alpha^2; sum alpha^2 is 1/H for "
+                  "uniform weights and F_H F_{H+1}/(F_{H+2} - 1)^2 for Fibonacci weights.",
+             reference=(0.2 + 0.8 * 987 * 1597 / (2584 - 1) ** 2) / (0.2 + 0.8 / 16), rtol=1e-6),
+]:
+    register_exercise(_exercise)
+
+# --- chapter 08 exercises ---
+for _exercise in [
+    Exercise("ex-8-1", "08-three-ensembles", "expression",
+             prompt="the correlation of two scouts as a SymPy expression in p and K",
+             hint="Two scouts share an error only if both were recruited and follow the same "
+                  "leader; each scout's error still has variance s^2.",
+             reference="p**2/K", symbols=("p", "K")),
+    Exercise("ex-8-2", "08-three-ensembles", "number",
+             prompt="the smallest number of scouts N within 10 % of the floor (an integer)",
+             hint="Solve (1 - rho) sigma^2 / N <= 0.1 rho sigma^2 for N, with rho and sigma^2 "
+                  "from scout_moments(0.6, 1.0, 0.5), and round up.",
+             reference=25.0, rtol=1e-9),
+]:
+    register_exercise(_exercise)

@@ -188,7 +188,7 @@ def _readme(kind: str, sources: list[Path]) -> str:
                   "`answer = None`: replace `None` with your answer and run the next cell,",
                   "which says whether it is right without revealing the solution.", ""]
     else:
-        lines += ["Full chapters with solutions, and `teaching-plan.md`, the six-session plan.",
+        lines += ["Full chapters with solutions, and `teaching-plan.md`, the session plan.",
                   ""]
     lines += ["Run them in the book's environment: on a lab machine your instructor provides",
               "it; on your own computer, clone the book's repository and run `make test` once",

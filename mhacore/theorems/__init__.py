@@ -13,6 +13,9 @@ from . import ch04_diversity  # noqa: F401
 from . import ch05_decorrelation  # noqa: F401
 from . import ch02_one_head  # noqa: F401
 from . import ch03_bvc  # noqa: F401
+from . import ch06_heads_width  # noqa: F401
+from . import ch07_weights  # noqa: F401
+from . import ch08_ensembles  # noqa: F401
 
 __all__ = ["DEFAULT_SEED", "REGISTRY", "SCALES", "CheckResult", "Measurement", "Theorem",
            "register", "run", "run_checks"]

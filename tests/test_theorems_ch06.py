@@ -1,0 +1,88 @@
+"""Chapter 6 checks: head width under a fixed budget (claim C5)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from mhacore.theorems import ch06_heads_width as ch06
+
+
+def test_variance_factor_closed_form_values():
+    assert ch06.variance_factor(4, scale=1.0) == pytest.approx(4.0)  # (1 - 1/2)^-2
+    assert ch06.variance_factor(6, scale=1.0) == pytest.approx(27 / 8)  # (2/3)^-3
+    assert ch06.variance_factor(2, scale=1.0) == math.inf  # 2c^4/d_k = 1
+    # decreasing in the width towards exp(c^4)
+    widths = np.array([3.0, 6.0, 12.0, 1e6])
+    values = ch06.variance_factor(widths, scale=1.0)
+    assert np.all(np.diff(values) < 0) and values[-1] == pytest.approx(math.e, rel=1e-5)
+
+
+def test_variance_factor_against_direct_gaussian_expectation():
+    # independent oracle: n E||w||^2 -> E_q exp(|a|^2), a = c^2 P^T q / sqrt(d_k); quadrature-free MC
+    # over q only (no keys), |P^T q|^2 ~ chi^2_{d_k}
+    rng = np.random.default_rng(0)
+    d_head, c = 6, 0.9
+    chi2 = rng.chisquare(d_head, size=400_000)
+    mc = np.exp(c**4 * chi2 / d_head)
+    assert abs(mc.mean() - ch06.variance_factor(d_head, scale=c)) < 4 * mc.std() / np.sqrt(mc.size)
+
+
+def test_block_heads_are_orthogonal_blocks():
+    rotation = np.linalg.qr(np.random.default_rng(1).standard_normal((12, 12)))[0]
+    mha = ch06.block_heads(rotation, 3, scale=2.0)
+    w = mha.w_key.numpy()  # (3, 12, 4)
+    assert w.shape == (3, 12, 4) and mha.temperature == pytest.approx(2.0)
+    gram = np.einsum("hpk,gpl->hgkl", w, w) / 4.0
+    assert np.allclose(gram[0, 0], np.eye(4)) and np.allclose(gram[0, 1], 0.0, atol=1e-12)
+    with pytest.raises(ValueError, match="n_heads must divide p = 12; got 5"):
+        ch06.block_heads(rotation, 5)
+
+
+def test_limit_bias_matches_large_n_nw():
+    # the n -> infinity head is E f(a + Z); a very large sample approaches it
+    rng = np.random.default_rng(2)
+    rotation = np.linalg.qr(rng.standard_normal((12, 12)))[0]
+    mha = ch06.block_heads(rotation, 1, scale=0.9)
+    queries = rng.standard_normal((5, 12))
+    keys = rng.standard_normal((200_000, 12))
+    estimate = mha(queries, keys, ch06.signal(keys))
+    limit = 2 * np.exp(-0.5) * np.sin(np.einsum("hpk,hqk,mq->hmp", mha.w_key.numpy(), mha.w_key.numpy(), queries)[0]
+                                      @ (np.ones(12) / np.sqrt(12)) / mha.temperature)
+    assert np.abs(estimate - limit).max() < 0.03
+    assert ch06.limit_bias_sq(mha, queries) == pytest.approx(float(((limit - ch06.signal(queries)) ** 2).mean()))
+
+
+def test_width_grid_shapes_and_identity():
+    g = ch06.width_grid([50, 100], rng=3, designs=2, m=5)
+    assert list(g["d_head"]) == [1, 2, 3, 4, 6, 12]
+    assert g["bias_sq"].shape == g["spread"].shape == (2, 6, 2) and g["limit_bias_sq"].shape == (6, 2)
+    assert np.all(g["spread"] > 0)
+    # the spread is sigma^2 |w_bar|^2 >= sigma^2 / n
+    assert np.all(g["spread"][0] >= 1 / 50 - 1e-12) and np.all(g["spread"][1] >= 1 / 100 - 1e-12)
+
+
+def test_variance_factors_reproducible():
+    a = ch06.variance_factors(100, (4, 12), rng=5, designs=2, m=3)
+    b = ch06.variance_factors(100, (4, 12), rng=5, designs=2, m=3)
+    assert a.shape == (2, 2) and np.array_equal(a, b) and np.all(a >= 1.0)  # n|w|^2 >= 1 by Cauchy-Schwarz
+
+
+def test_exercise_references():
+    import sympy as sp
+
+    from mhacore.exercises import EXERCISES, check
+
+    B, n, V, k = sp.symbols("B n V d_k", positive=True)
+    solution = sp.solve(sp.diff(B / k**2 + V * k / n, k), k)  # d = 2: d_k^{d/2} = d_k
+    assert len(solution) == 1 and check("ex-6-1", solution[0]).correct
+    assert not check("ex-6-1", (B * n / V) ** sp.Rational(1, 3)).correct
+    assert EXERCISES["ex-6-2"].reference == pytest.approx(ch06.variance_factor(6, scale=1.0))
+    assert check("ex-6-2", 3.375).correct and not check("ex-6-2", math.e).correct
+
+
+def test_exercise_6_2_simulation_approaches_the_limit_from_below():
+    # the numbers quoted in the solution of ex-6-2
+    means = [ch06.variance_factors(n, (6,), 0, designs=20, m=40, scale=1.0).mean() for n in (250, 1000, 4000)]
+    assert [round(v, 2) for v in means] == [2.96, 3.1, 3.18]
+    assert means[0] < means[1] < means[2] < 27 / 8
