@@ -269,6 +269,8 @@ def optimal_weights(second_moment, *, nonnegative: bool = True) -> np.ndarray:
     program, solved exactly: with ``M = LLᵀ`` (Cholesky), ``β = argmin_{β≥0}
     ‖Lᵀβ − L⁻¹1‖²`` (non-negative least squares) satisfies the KKT conditions of
     ``min ½βᵀMβ − 1ᵀβ, β ≥ 0``, and ``α = β/Σβ`` those of the simplex problem.
+    Uniform weights are the answer (with or without the sign constraint) if and only if
+    ``M1 ∝ 1``: every row of ``M`` has the same sum.
 
     Parameters
     ----------

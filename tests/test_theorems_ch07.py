@@ -25,15 +25,51 @@ def test_equicorrelated_errors_have_the_stated_covariance():
     errors = ch07_weights.equicorrelated_errors(4, 0.4, 2.0, 200_000, rng=1)  # (R, H)
     cov = np.cov(errors.T)
     off = ~np.eye(4, dtype=bool)
-    se = 2.0 * np.sqrt(2 / 200_000)  # rough SE of a variance estimate; covariances have a smaller one
-    assert np.abs(np.diag(cov) - 2.0).max() < 4 * se
-    assert np.abs(cov[off] - 0.8).max() < 4 * se
+    # Gaussian SEs: Var(e_h^2) = 2V^2 and Var(e_h e_g) = V^2 + c^2 with V = 2, c = rho V = 0.8
+    se_var = np.sqrt(2 * 2.0**2 / 200_000)
+    se_cov = np.sqrt((2.0**2 + 0.8**2) / 200_000)
+    assert np.abs(np.diag(cov) - 2.0).max() < 4 * se_var
+    assert np.abs(cov[off] - 0.8).max() < 4 * se_cov
 
 
 def test_paired_difference_on_a_known_case():
     predictions = np.array([[[1.0], [3.0]], [[-1.0], [1.0]]])  # (R=2, H=2, m=1), target 0
     diff = ch07_weights.paired_mse_difference(predictions, np.zeros(1), np.array([1.0, 0.0]), np.array([0.5, 0.5]))
     np.testing.assert_allclose(diff, [1.0 - 4.0, 1.0 - 0.0])
+
+
+def test_exchangeability_deviations_against_a_loop():
+    rng = np.random.default_rng(11)
+    errors = rng.standard_normal((7, 3, 5))  # (R, H, m)
+    out = ch07_weights.exchangeability_deviations(errors)
+    n_rep = errors.shape[0]
+    t = np.array([[[np.mean(errors[r, h] * errors[r, g]) for g in range(3)] for h in range(3)]
+                  for r in range(n_rep)])  # (R, H, H), by loops
+    np.testing.assert_allclose(out["second_moment"], t.mean(axis=0), rtol=1e-13)
+    for h in range(3):
+        diff = [t[r, h, h] - np.mean([t[r, g, g] for g in range(3)]) for r in range(n_rep)]
+        assert out["diag_dev"][h] == pytest.approx(np.mean(diff), abs=1e-13)
+        assert out["diag_se"][h] == pytest.approx(np.std(diff, ddof=1) / np.sqrt(n_rep), rel=1e-12)
+    pairs = [(0, 1), (0, 2), (1, 2)]
+    np.testing.assert_array_equal(out["pairs"], pairs)
+    for k, (h, g) in enumerate(pairs):
+        diff = [t[r, h, g] - np.mean([t[r, a, b] for a, b in pairs]) for r in range(n_rep)]
+        assert out["off_dev"][k] == pytest.approx(np.mean(diff), abs=1e-13)
+        assert out["off_se"][k] == pytest.approx(np.std(diff, ddof=1) / np.sqrt(n_rep), rel=1e-12)
+    with pytest.raises(ValueError, match=r"errors must have shape \(R, H, m\) with R >= 2"):
+        ch07_weights.exchangeability_deviations(errors[:1])
+
+
+def test_exchangeability_deviations_pass_exchangeable_and_flag_unequal_heads():
+    base = ch07_weights.equicorrelated_errors(4, 0.3, 1.0, 40_000, rng=2)  # (R, H), exchangeable
+    errors = np.stack([base, -base], axis=2)  # (R, H, m=2)
+    out = ch07_weights.exchangeability_deviations(errors)
+    assert np.all(np.abs(out["diag_dev"]) <= 4 * out["diag_se"])
+    assert np.all(np.abs(out["off_dev"]) <= 4 * out["off_se"])
+    scaled = errors * np.array([1.3, 1.0, 1.0, 1.0])[None, :, None]  # head 0 noisier: not exchangeable
+    bad = ch07_weights.exchangeability_deviations(scaled)
+    assert bad["diag_dev"][0] > 4 * bad["diag_se"][0]
+    assert np.any(np.abs(bad["off_dev"]) > 4 * bad["off_se"])
 
 
 def test_quality_ordered_heads_are_ordered_by_mse():

@@ -39,6 +39,58 @@ def test_breiman_identity_on_sample_moments():
     assert measured == pytest.approx(c.mean() + (v.mean() - c.mean()) / 6, rel=1e-12)
 
 
+def _members(rng, r, sds, shared=1.0):
+    """(R, B, 1) members: a shared N(0, shared^2) component plus private N(0, sd_b^2) noise."""
+    rng = np.random.default_rng(rng)
+    sds = np.asarray(sds, dtype=float)
+    return (shared * rng.standard_normal((r, 1, 1)) + sds[None, :, None] * rng.standard_normal((r, len(sds), 1)))
+
+
+def test_subset_comparison_passes_for_exchangeable_members():
+    sds = np.ones(8)
+    est, pred, se = ch08.subset_comparison(_members(1, 20_000, sds), _members(2, 20_000, sds), 4)
+    assert abs(est - pred) <= 4 * se
+    assert pred == pytest.approx(1.0 + 1.0 / 4, abs=4 * se)  # closed form: shared 1 + private 1/k
+
+
+def test_subset_comparison_detects_non_exchangeable_members():
+    # first half quiet, second half noisy: the pooled moments describe no subset of the first k
+    sds = np.r_[np.full(4, 0.5), np.full(4, 2.0)]
+    fit, test = _members(3, 20_000, sds), _members(4, 20_000, sds)
+    est, pred, se = ch08.subset_comparison(fit, test, 4)
+    assert abs(est - pred) > 4 * se
+    # ... while the full average (k = B) agrees for any members: pooled moments give 1'S1/B^2
+    est_b, pred_b, se_b = ch08.subset_comparison(fit, test, 8)
+    assert abs(est_b - pred_b) <= 4 * se_b
+
+
+def test_subset_comparison_rejects_bad_k():
+    x = np.zeros((3, 4, 1))
+    with pytest.raises(ValueError, match=r"k must be an integer in \[1, B=4\]; got 5"):
+        ch08.subset_comparison(x, x, 5)
+
+
+def test_ratio_se_matches_the_spread_of_repeated_estimates():
+    # independent oracle: the standard deviation of rho over 400 independent data sets
+    sds = np.ones(4)
+    rhos, ses = [], []
+    for seed in range(400):
+        v, c = ch08.breiman_terms(_members(seed, 200, sds))
+        rhos.append(c.mean() / v.mean())
+        ses.append(ch08.ratio_se(c, v))
+    spread, mean_se = np.std(rhos, ddof=1), np.mean(ses)
+    # the sample SD of 400 values has relative SE about 1/sqrt(2 * 399)
+    assert abs(mean_se / spread - 1) <= 4 / np.sqrt(2 * 399)
+
+
+def test_forest_check_details():
+    result = run("forest-breiman-variance", scale="book")
+    d = result.details
+    assert d["k"] == d["n_trees"] // 2
+    assert d["predict_is_tree_mean"] <= 1e-12  # forest.predict is the mean of estimators_
+    assert abs(d["full_estimate"] - d["full_prediction"]) <= 4 * d["full_standard_error"]
+
+
 @pytest.mark.parametrize("theorem_id", ["forest-breiman-variance", "colony-breiman-variance"])
 def test_checks_hold_at_book_scale(theorem_id):
     result = run(theorem_id, scale="book")
@@ -53,7 +105,7 @@ def test_colony_check_detects_a_wrong_correlation():
     assert abs(result.estimate - wrong) > 4 * result.standard_error
 
 
-def test_ex_8_1_by_monte_carlo():
+def test_ex_8_1_by_monte_carlo():  # p is the recruitment probability pi here
     # K leaders, recruited scouts follow one uniformly at random; no re-assessment noise
     rng = np.random.default_rng(8)
     p, k, r = 0.8, 3, 400_000

@@ -74,17 +74,25 @@ def test_optimal_weights_match_slsqp(seed):
     reference = _slsqp(second)
     assert (alpha >= 0).all() and alpha.sum() == pytest.approx(1.0)
     assert W.ensemble_mse(alpha, second) <= W.ensemble_mse(reference, second) + 1e-10
+    # pin on SLSQP's accuracy, not ours: its iterates stop about 1e-7 from the optimum in the weights
     np.testing.assert_allclose(alpha, reference, atol=1e-5)
 
 
 def test_optimal_weights_beat_a_simplex_grid():
     second = np.array([[1.0, 0.9, 0.2], [0.9, 1.2, 0.1], [0.2, 0.1, 3.0]])
-    best = W.ensemble_mse(W.optimal_weights(second), second)
+    alpha = W.optimal_weights(second)
+    best = W.ensemble_mse(alpha, second)
     grid = np.linspace(0, 1, 201)
     points = np.array([[u, v, 1 - u - v] for u in grid for v in grid if u + v <= 1])  # (N, 3)
     values = np.einsum("nh,hg,ng->n", points, second, points)
     assert best <= min(values) + 1e-12
-    assert min(values) - best < 1e-4
+    # the optimum is interior (M alpha ∝ 1), so at a simplex point alpha + delta the excess MSE is
+    # exactly delta' M delta; the grid point nearest alpha bounds how close the grid can get
+    assert (alpha > 0).all() and np.ptp(second @ alpha) < 1e-12
+    step = grid[1] - grid[0]
+    nearest = np.round(alpha[:2] / step) * step
+    delta = np.append(nearest, 1 - nearest.sum()) - alpha  # (3,)
+    assert min(values) - best <= delta @ second @ delta + 1e-12
 
 
 def test_unconstrained_weights_are_inverse_covariance_weights():
@@ -97,6 +105,16 @@ def test_unconstrained_weights_are_inverse_covariance_weights():
 def test_equicorrelated_optimum_is_uniform():
     cov = 0.7 * np.eye(5) + 0.3 * np.ones((5, 5))
     np.testing.assert_allclose(W.optimal_weights(cov), np.full(5, 0.2), atol=1e-12)
+
+
+def test_uniform_is_optimal_iff_row_sums_are_equal():
+    # not equicorrelated (variances 2, 1.5, 1.5; covariances 0.5, 0.5, 1), yet every row sums to 3
+    second = np.array([[2.0, 0.5, 0.5], [0.5, 1.5, 1.0], [0.5, 1.0, 1.5]])
+    np.testing.assert_allclose(W.optimal_weights(second), np.full(3, 1 / 3), atol=1e-12)
+    np.testing.assert_allclose(W.optimal_weights(second, nonnegative=False), np.full(3, 1 / 3), atol=1e-12)
+    unequal = second + np.diag([0.0, 0.0, 0.3])  # row sums 3, 3, 3.3
+    assert np.abs(W.optimal_weights(unequal) - 1 / 3).max() > 1e-3
+    assert W.ensemble_mse(W.optimal_weights(unequal), unequal) < W.ensemble_mse(W.uniform_weights(3), unequal)
 
 
 def test_active_constraint_gives_zero_weight():

@@ -25,7 +25,8 @@ from ..weighting import fibonacci_weights, geometric_weights, sum_of_squares, un
 from ._registry import Measurement, register
 
 __all__ = ["geometric_closed_form", "fibonacci_closed_form", "quality_ordered_heads",
-           "heterogeneous_model", "paired_mse_difference", "equicorrelated_errors"]
+           "heterogeneous_model", "paired_mse_difference", "equicorrelated_errors",
+           "exchangeability_deviations"]
 
 ATOL = 1e-12
 RATIOS = (0.1, 0.3, 0.5, 0.618, 0.8, 0.9, 0.99, 1.5)
@@ -101,6 +102,57 @@ def paired_mse_difference(predictions, target, alpha_a, alpha_b):
     sq_a = (np.einsum("h,rhm->rm", alpha_a, errors) ** 2).mean(axis=1)  # (R,)
     sq_b = (np.einsum("h,rhm->rm", alpha_b, errors) ** 2).mean(axis=1)  # (R,)
     return sq_a - sq_b
+
+
+def exchangeability_deviations(errors):
+    """How far a Monte Carlo error second moment is from the exchangeable form, in SEs.
+
+    Exchangeable heads have ``M = aI + c11ᵀ``: equal diagonal entries and equal off-diagonal
+    entries. Per replicate ``r`` let ``t_hg = mean over queries of err_h·err_g`` (shape
+    ``(R, H, H)``); ``M̂`` is its mean over replicates. Each diagonal entry is compared with
+    the mean diagonal entry, and each off-diagonal pair ``h < g`` with the mean off-diagonal
+    entry, through the per-replicate *difference* (entry minus mean, same replicate). Its
+    standard error ``std(ddof=1)/√R`` accounts for the correlation between an entry and the
+    mean it is compared with; the SE of the entry alone would not.
+
+    Parameters
+    ----------
+    errors : ndarray of shape (R, H, m)
+        Head errors (prediction minus target), independent across replicates, ``R ≥ 2``.
+
+    Returns
+    -------
+    dict
+        ``second_moment`` (H, H): ``M̂``; ``diag_dev``, ``diag_se`` (H,): ``M̂_hh − mean_g M̂_gg``
+        and its SE; ``pairs`` (P, 2), ``off_dev``, ``off_se`` (P,): the same for the
+        ``P = H(H−1)/2`` pairs ``h < g`` against the mean off-diagonal entry.
+
+    Examples
+    --------
+    >>> e = np.array([[[1.0], [1.0]], [[-1.0], [-1.0]], [[2.0], [2.0]]])  # (R=3, H=2, m=1)
+    >>> out = exchangeability_deviations(e)
+    >>> out["second_moment"]
+    array([[2., 2.],
+           [2., 2.]])
+    >>> out["diag_dev"], out["diag_se"]
+    (array([0., 0.]), array([0., 0.]))
+    """
+    errors = np.asarray(errors, dtype=np.float64)
+    if errors.ndim != 3 or errors.shape[0] < 2:
+        raise ValueError(f"errors must have shape (R, H, m) with R >= 2; got {errors.shape}")
+    n_rep, n_heads, m = errors.shape
+    terms = np.einsum("rhm,rgm->rhg", errors, errors) / m  # (R, H, H)
+    diag = np.einsum("rhh->rh", terms)  # (R, H)
+    upper = np.triu_indices(n_heads, 1)
+    off = terms[:, upper[0], upper[1]]  # (R, P)
+    diag_diff = diag - diag.mean(axis=1, keepdims=True)  # (R, H), per-replicate difference
+    off_diff = off - off.mean(axis=1, keepdims=True) if off.shape[1] else off  # (R, P)
+
+    def se(x):
+        return x.std(axis=0, ddof=1) / np.sqrt(n_rep)
+
+    return dict(second_moment=terms.mean(axis=0), diag_dev=diag_diff.mean(axis=0), diag_se=se(diag_diff),
+                pairs=np.stack(upper, axis=1), off_dev=off_diff.mean(axis=0), off_se=se(off_diff))
 
 
 @register(

@@ -3,11 +3,16 @@
 An average of ``B`` exchangeable members with variance ``σ²`` and pairwise correlation ``ρ``
 has variance ``ρσ² + (1 − ρ)σ²/B`` (Breiman 2001).
 
-* ``forest-breiman-variance``: for scikit-learn's ``RandomForestRegressor``, ``σ²`` and ``ρ``
-  are estimated from the per-tree predictions (``estimators_``) on one set of replicate
-  training sets; the formula's prediction is compared with the measured variance of the
-  forest's own prediction on an independent set of replicates (4·SE).  Both the training
-  set and the trees' randomness (bootstrap, feature subsampling) are redrawn per replicate.
+* ``forest-breiman-variance``: for scikit-learn's ``RandomForestRegressor``, ``σ²`` and ``ρσ²``
+  are estimated (pooled over trees, pairs and queries) from the per-tree predictions
+  (``estimators_``) on one set of replicate training sets.  On an independent set of
+  replicates the check measures the variance of the average of the first ``k = B // 2``
+  trees and compares it with ``ρσ² + (1 − ρ)σ²/k`` (4·SE of the difference of the two
+  independent estimates).  With pooled moments the formula at ``k = B`` is an identity for
+  any members (``1ᵀΣ1/B²``), so the full-forest comparison (kept in ``details``) tests only
+  that ``predict`` averages ``estimators_``; the ``k < B`` subset is what tests that the
+  trees are exchangeable.  Both the training set and the trees' randomness (bootstrap,
+  feature subsampling) are redrawn per replicate.
 * ``colony-breiman-variance``: in the stylised scouting model of :mod:`mhacore.colony`, the
   Monte Carlo variance of the colony's collective estimate matches ``ρσ² + (1 − ρ)σ²/N``
   with ``ρ = π²s²/(s² + s_δ²)`` from the model's parameters (4·SE).
@@ -24,7 +29,8 @@ from ..montecarlo import DataModel
 from ._registry import Measurement, register
 from .ch03_bvc import design_moments
 
-__all__ = ["forest_model", "forest_tree_predictions", "breiman_terms", "variance_terms"]
+__all__ = ["forest_model", "forest_tree_predictions", "breiman_terms", "variance_terms", "ratio_se",
+           "subset_comparison"]
 
 SETTINGS = {
     "book": dict(n=60, p=5, m=10, n_trees=10, replicates=250, min_samples_leaf=5, colonies=100000),
@@ -126,15 +132,80 @@ def _se(terms):
     return float(terms.std(ddof=1) / np.sqrt(len(terms)))
 
 
+def ratio_se(numerator_terms, denominator_terms):
+    """Delta-method SE of ``mean(numerator_terms) / mean(denominator_terms)`` over replicates.
+
+    Parameters
+    ----------
+    numerator_terms, denominator_terms : ndarray of shape (R,)
+        Per-replicate summands, e.g. ``cov_terms`` and ``var_terms`` of :func:`breiman_terms`
+        (the ratio is then the pooled correlation ``ρ``).
+
+    Returns
+    -------
+    float
+        ``std_r(a_r − ratio · b_r) / (mean(b) √R)``.
+
+    Examples
+    --------
+    >>> ratio_se(np.array([1.0, 2.0, 3.0]), np.array([2.0, 4.0, 6.0]))  # exact ratio 1/2: no spread
+    0.0
+    """
+    a = np.asarray(numerator_terms, dtype=np.float64)
+    b = np.asarray(denominator_terms, dtype=np.float64)
+    ratio = a.mean() / b.mean()
+    return float((a - ratio * b).std(ddof=1) / (b.mean() * np.sqrt(len(a))))
+
+
+def subset_comparison(fit_members, test_members, k):
+    """Breiman's form for the mean of the first ``k`` members, against an independent measurement.
+
+    ``σ²`` and ``ρσ²`` are pooled over all ``B`` members (and pairs, and queries) of
+    ``fit_members``; the prediction is ``ρσ² + (σ² − ρσ²)/k``.  The measurement is the
+    variance of ``test_members[:, :k].mean(axis=1)``.  For ``k < B`` the two agree only if
+    the members are exchangeable (equal variances and covariances); for ``k = B`` they agree
+    for any members up to Monte Carlo error, since pooled moments give ``1ᵀΣ1/B²``.
+
+    Parameters
+    ----------
+    fit_members, test_members : ndarray of shape (R1, B, m) and (R2, B, m)
+        Member predictions on two independent sets of replicates.
+    k : int, 1 <= k <= B
+
+    Returns
+    -------
+    estimate, prediction, standard_error : float
+        The SE combines both independent parts: ``hypot(SE_pred, SE_meas)``.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).standard_normal((4000, 4, 1))  # i.i.d. members: rho = 0
+    >>> est, pred, se = subset_comparison(x[:2000], x[2000:], 2)
+    >>> bool(abs(est - pred) <= 4 * se) and abs(pred - 0.5) < 0.05
+    True
+    """
+    fit_members = np.asarray(fit_members, dtype=np.float64)
+    test_members = np.asarray(test_members, dtype=np.float64)
+    k = check_int(k, "k")
+    if not 1 <= k <= fit_members.shape[1]:
+        raise ValueError(f"k must be an integer in [1, B={fit_members.shape[1]}]; got {k}")
+    var_terms, cov_terms = breiman_terms(fit_members)
+    predicted_terms = cov_terms + (var_terms - cov_terms) / k  # (R1,)
+    measured_terms = variance_terms(test_members[:, :k].mean(axis=1))  # (R2,)
+    se = float(np.hypot(_se(predicted_terms), _se(measured_terms)))  # independent replicate sets
+    return float(measured_terms.mean()), float(predicted_terms.mean()), se
+
+
 @register(
     "forest-breiman-variance",
-    title="A random forest's variance is ρσ² + (1 − ρ)σ²/B",
+    title="The mean of k of a forest's B trees has variance ρσ² + (1 − ρ)σ²/k (trees exchangeable)",
     chapter="08-three-ensembles",
-    claim="Over random training sets and tree randomness, Var of RandomForestRegressor.predict with B trees equals "
-          "ρσ² + (1 − ρ)σ²/B, with σ² and ρ measured from per-tree predictions on independent replicates.",
-    symbolic="Var((1/B)Σ_b T_b) = (1/B²)(Bσ² + B(B−1)ρσ²) for exchangeable trees (SymPy).",
-    caveat="σ², ρ are averaged over queries (the formula is linear in σ² and ρσ²); unconditional on the "
-           "training set; trees within a forest are exchangeable.",
+    claim="Over random training sets and tree randomness, with σ² and ρσ² pooled from the per-tree predictions of "
+          "RandomForestRegressor (B trees) on one set of replicates, the variance of the mean of the first "
+          "k = B // 2 trees on independent replicates equals ρσ² + (1 − ρ)σ²/k.",
+    symbolic="Var((1/k)Σ_{b≤k} T_b) = (1/k²)(kσ² + k(k−1)ρσ²) for exchangeable trees (SymPy).",
+    caveat="With pooled moments the k = B form is an identity for any members; only k < B tests exchangeability. "
+           "σ², ρσ² are averaged over queries; unconditional on the training set.",
 )
 def _check_forest(scale, device, seed):
     s = SETTINGS[scale]
@@ -144,16 +215,21 @@ def _check_forest(scale, device, seed):
     fit_set, test_set = spawn(rng, 2)
     kw = dict(n_trees=s["n_trees"], min_samples_leaf=s["min_samples_leaf"])
     trees, _ = forest_tree_predictions(model, s["n"], queries, s["replicates"], fit_set, **kw)  # (R, B, m)
-    var_terms, cov_terms = breiman_terms(trees)
+    trees_test, forest = forest_tree_predictions(model, s["n"], queries, s["replicates"], test_set, **kw)
     b = s["n_trees"]
-    predicted_terms = cov_terms + (var_terms - cov_terms) / b  # (R,)
-    _, forest = forest_tree_predictions(model, s["n"], queries, s["replicates"], test_set, **kw)  # (R, m)
-    measured_terms = variance_terms(forest)
-    se = float(np.hypot(_se(predicted_terms), _se(measured_terms)))  # independent replicate sets
-    return Measurement(estimate=float(measured_terms.mean()), prediction=float(predicted_terms.mean()),
-                       standard_error=se,
-                       details=dict(sigma_sq=float(var_terms.mean()), rho=float(cov_terms.mean() / var_terms.mean()),
-                                    n_trees=b, replicates=s["replicates"], n=s["n"], m=s["m"]))
+    k = b // 2
+    estimate, prediction, se = subset_comparison(trees, trees_test, k)
+    var_terms, cov_terms = breiman_terms(trees)
+    full_terms, forest_terms = cov_terms + (var_terms - cov_terms) / b, variance_terms(forest)  # (R,), (R,)
+    full_estimate, full_prediction = float(forest_terms.mean()), float(full_terms.mean())
+    full_se = float(np.hypot(_se(full_terms), _se(forest_terms)))  # k = B: an identity, tests predict only
+    return Measurement(estimate=estimate, prediction=prediction, standard_error=se,
+                       details=dict(k=k, n_trees=b, full_estimate=full_estimate, full_prediction=full_prediction,
+                                    full_standard_error=full_se,
+                                    predict_is_tree_mean=float(np.abs(forest - trees_test.mean(axis=1)).max()),
+                                    sigma_sq=float(var_terms.mean()), rho=float(cov_terms.mean() / var_terms.mean()),
+                                    rho_se=ratio_se(cov_terms, var_terms),
+                                    replicates=s["replicates"], n=s["n"], m=s["m"]))
 
 
 @register(
