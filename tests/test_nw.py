@@ -109,10 +109,13 @@ def test_leading_dimensions_broadcast():
     keys = rng.normal(size=(1, 2, 9, 2))
     values = rng.normal(size=(1, 2, 9))
     got = nw_estimate(queries, keys, values)
-    assert got.shape == (3, 2, 6)
+    gaussian = nw_estimate(queries, keys, values, kernel="gaussian", bandwidth=0.7)  # fused, augmented rows
+    assert got.shape == gaussian.shape == (3, 2, 6)
     for i in range(3):
         for j in range(2):
             np.testing.assert_allclose(got[i, j], reference(queries[i, 0], keys[0, j], values[0, j], scale=2**-0.5))
+            np.testing.assert_allclose(gaussian[i, j], reference(queries[i, 0], keys[0, j], values[0, j], "gaussian",
+                                                                 1 / (2 * 0.7**2)), rtol=1e-12, atol=1e-14)
     assert nw_weights(queries, keys).shape == (3, 2, 6, 9)
 
 
