@@ -91,6 +91,8 @@ def _close(answer: np.ndarray, reference: np.ndarray, ex: Exercise) -> bool:
 def _as_number(answer, label):
     if hasattr(answer, "detach"):  # a torch tensor
         answer = answer.detach().cpu().numpy()
+    if getattr(answer, "is_number", False) and getattr(answer, "is_real", False):
+        answer = float(answer)  # an exact SymPy number (Integer, Rational, Float, sqrt(2), ...)
     value = np.asarray(answer)
     if isinstance(answer, bool) or value.dtype.kind not in "iuf" or value.size != 1:
         raise TypeError(f"answer to {label} must be a real number; got {type(answer).__name__}")
@@ -278,7 +280,7 @@ for _exercise in [
              reference="(1 + r**2 + r**4)/(1 + r + r**2)**2", symbols=("r",)),
     Exercise("ex-7-2", "07-structured-weights", "number",
              prompt="the ratio Var(Fibonacci)/Var(uniform) for H = 16 equicorrelated heads "
-                    "with rho = 0.2 (a float)",
+                    "with rho = 0.2 (a float, not rounded)",
              hint="Variance / V = rho + (1 - rho) * sum alpha^2; sum alpha^2 is 1/H for "
                   "uniform weights and F_H F_{H+1}/(F_{H+2} - 1)^2 for Fibonacci weights.",
              reference=(0.2 + 0.8 * 987 * 1597 / (2584 - 1) ** 2) / (0.2 + 0.8 / 16), rtol=1e-6),

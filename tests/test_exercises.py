@@ -26,6 +26,8 @@ def test_numbers_within_tolerance(toy):
     assert check("ex-t-num", np.float32(2.0)).correct
     assert check("ex-t-num", torch.tensor(2.0)).correct
     assert check("ex-t-num", np.array(2.0)).correct
+    assert check("ex-t-num", sp.Integer(2)).correct  # exact SymPy numbers are numbers too
+    assert check("ex-t-num", sp.sqrt(4)).correct
     assert check("ex-t-num", 2.01).correct is False
 
 
