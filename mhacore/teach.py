@@ -9,6 +9,10 @@ turn" instead of failing, and the notebook still runs top to bottom), and cells 
 ``python -m mhacore teach instructor --out DIR`` writes the full notebooks (solutions
 included) and the teaching plan. ``--zip`` packs either into a single archive.
 
+In both, the figures, equations and numbers a chapter passes to its text with myst-nb's
+``glue`` show in the output of the cell that computes them (a cell added after the imports
+redefines ``glue`` to display its value), and the text names them by their key.
+
 The chapters are read from the book's ``_toc.yml``, in its order, so the notebooks follow
 the chapters exactly as they are built.
 """
@@ -34,7 +38,36 @@ _HEADINGS = {
     "prf:theorem": "Theorem: {arg}", "prf:definition": "Definition: {arg}",
     "prf:remark": "Remark: {arg}", "prf:lemma": "Lemma: {arg}", "admonition": "{arg}",
     "note": "Note", "tip": "Tip", "important": "Important", "warning": "Warning",
+    "glue:figure": "Figure `{arg}` (drawn in the output of the code cell that computes it)",
+    "glue:math": "Equation `{arg}` (shown in the output of the code cell that computes it)",
+    "glue": "`{arg}` (shown in the output of the code cell that computes it)",
+    "glue:any": "`{arg}` (shown in the output of the code cell that computes it)",
 }
+# Inline glue roles, {glue:text}`key:fmt` etc.: group 1 is the key, group 2 the format.
+_GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`:]*)(?::([^`]*))?`")
+GLUE_IMPORT = "from myst_nb import glue"
+GLUE_CELL_KEY = "mhacore_glue"  # metadata flag of the added cell
+GLUE_CELL = '''\
+# Notebook edition: in the book, glue() hands a figure, equation or number to the text,
+# which shows it there. A notebook cannot, so here glue() shows it in the output of the
+# cell that calls it (numbers as `key = value`); the text names each one by its key.
+import numbers as _numbers
+
+import IPython.display as _ipd
+
+# The formats the text gives glued numbers.
+_GLUE_FORMATS = {formats}
+
+
+def glue(name, variable, display=True):
+    if isinstance(variable, (str, _numbers.Number)):
+        try:
+            variable = format(variable, _GLUE_FORMATS.get(name, ""))
+        except (TypeError, ValueError):
+            pass
+        print(f"{{name}} = {{variable}}")
+    else:
+        _ipd.display(variable)'''
 _CROSS_REF = re.compile(r"\{(?:prf:ref|ref|doc|numref|eq|term)\}`([^`]*)`")
 _CITE = re.compile(r"\{cite(?::\w+)?\}`([^`]*)`")
 TEACHING_PLAN = "book/course.md"
@@ -66,7 +99,7 @@ def strip_solution_blocks(markdown: str) -> str:
 
 def plain_markdown(markdown: str) -> str:
     """MyST text as a notebook front end can show it: directives become bold headings,
-    cross-references their target, citations ``[key]``.
+    cross-references their target, citations ``[key]``, glued values their key.
 
     Examples
     --------
@@ -74,6 +107,10 @@ def plain_markdown(markdown: str) -> str:
     **Exercise 1.1 Sum it [ex-1-1]**
     <BLANKLINE>
     See [b2001].
+    >>> glued = "So rho = {glue:text}`rho:.2f`.\\n```{glue:math} eq-rho\\n:label: eq-rho\\n```"
+    >>> print(plain_markdown(glued))
+    So rho = `rho`.
+    **Equation `eq-rho` (shown in the output of the code cell that computes it)**
     """
     out, fences = [], []
     lines = markdown.split("\n")
@@ -100,8 +137,36 @@ def plain_markdown(markdown: str) -> str:
         i += 1
     text = "\n".join(out)
     text = _CROSS_REF.sub(lambda m: re.sub(r"\s*<[^>]*>$", "", m.group(1)), text)
+    text = _GLUE_ROLE.sub(lambda m: f"`{m.group(1).strip()}`", text)
     return _CITE.sub(lambda m: "[" + "; ".join(k.strip() for k in m.group(1).split(",")) + "]",
                      text)
+
+
+def show_glued(notebook):
+    """``notebook`` (nbformat, changed in place and returned) with a cell, right after the
+    one that imports ``glue`` from myst_nb, redefining ``glue`` to display what it glues.
+
+    In a plain notebook the book's ``glue(key, value, display=False)`` shows nothing and
+    the text's ``{glue:...}`` roles and directives cannot fetch it; with this cell every
+    glued figure and equation appears in the output of the cell that computes it, and every
+    glued number is printed there as ``key = value``, in the format the text gives it.
+    Call it before the markdown is made plain (the formats are read from the roles).
+    """
+    import pprint
+
+    import nbformat
+
+    at = next((i for i, c in enumerate(notebook.cells)
+               if c.cell_type == "code" and GLUE_IMPORT in c.source), None)
+    if at is None:
+        return notebook
+    formats = {m.group(1).strip(): m.group(2) for c in notebook.cells
+               if c.cell_type == "markdown" for m in _GLUE_ROLE.finditer(c.source)
+               if m.group(2)}
+    cell = nbformat.v4.new_code_cell(GLUE_CELL.format(formats=pprint.pformat(formats, width=88)))
+    cell.metadata[GLUE_CELL_KEY] = True
+    notebook.cells.insert(at + 1, cell)
+    return notebook
 
 
 def chapter_sources(book_root: Path) -> list[Path]:
@@ -160,7 +225,7 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
         raise ValueError(f"book_root must hold _toc.yml and MyST chapters; none in {book_root}")
     out.mkdir(parents=True, exist_ok=True)
     for source in sources:
-        nb = jupytext.read(source)
+        nb = show_glued(jupytext.read(source))
         if kind == "student":
             nb = student_notebook(nb)
         else:
@@ -190,6 +255,9 @@ def _readme(kind: str, sources: list[Path]) -> str:
     else:
         lines += ["Full chapters with solutions, and `teaching-plan.md`, the session plan.",
                   ""]
+    lines += ["Figures, equations and numbers that the book shows inside its text appear",
+              "here in the output of the code cell that computes them; the text names each",
+              "by its key (numbers are printed as `key = value`).", ""]
     lines += ["Run them in the book's environment: on a lab machine your instructor provides",
               "it; on your own computer, clone the book's repository and run `make test` once",
               "(it creates `.venv` with everything the notebooks import), then:", "",

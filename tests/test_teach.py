@@ -11,7 +11,7 @@ import jupytext
 import nbformat
 import pytest
 
-from mhacore.teach import (INSTRUCTOR_TAG, STUB, chapter_sources, generate,
+from mhacore.teach import (GLUE_CELL_KEY, INSTRUCTOR_TAG, STUB, chapter_sources, generate,
                            strip_solution_blocks)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,6 +71,9 @@ def test_student_notebooks_stay_in_sync_with_the_chapters(student_dir):
         chapter = jupytext.read(source)
         kept = [c for c in chapter.cells if INSTRUCTOR_TAG not in c.metadata.get("tags", [])]
         student = nbformat.read(student_dir / f"{source.stem}.ipynb", as_version=4)
+        added = [c for c in student.cells if c.metadata.get(GLUE_CELL_KEY)]
+        assert len(added) == ("from myst_nb import glue" in source.read_text("utf-8"))
+        student.cells = [c for c in student.cells if not c.metadata.get(GLUE_CELL_KEY)]
         assert len(student.cells) == len(kept)
         for mine, theirs in zip(student.cells, kept):
             assert mine.cell_type == theirs.cell_type
@@ -93,6 +96,30 @@ def test_student_notebooks_execute_and_say_your_turn(student_dir):
             assert "Your turn" in outputs, path.name
 
 
+def test_glued_figures_equations_and_numbers_show_in_the_notebook(student_dir):
+    """The book's glue(..., display=False) shows nothing in a plain notebook, and its
+    {glue:...} roles are raw text there: the notebooks show them in the cell outputs."""
+    from nbclient import NotebookClient
+
+    for path in student_dir.glob("*.ipynb"):
+        cells = nbformat.read(path, as_version=4).cells
+        assert not [c.source for c in cells if c.cell_type == "markdown"
+                    and "{glue" in c.source], path.name
+    source = next(s for s in chapter_sources(ROOT) if s.name.startswith("06-"))
+    text = source.read_text(encoding="utf-8")
+    n_figures, n_equations = text.count("{glue:figure}"), text.count("{glue:math}")
+    assert n_figures and n_equations and "{glue:text}" in text  # the chapter exercises all
+    nb = nbformat.read(student_dir / f"{source.stem}.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT / "book")}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= n_figures
+    assert sum("text/latex" in o.get("data", {}) for o in outputs) >= n_equations
+    key = re.search(r"\{glue:text\}`([^`:]+)", text).group(1)
+    assert any(o.output_type == "stream" and f"{key} = " in o.text for o in outputs)
+
+
 def test_instructor_pack_zip_has_solutions_and_the_plan(tmp_path):
     archive = generate("instructor", tmp_path / "pack", ROOT, make_zip=True)
     names = zipfile.ZipFile(archive).namelist()
@@ -100,6 +127,7 @@ def test_instructor_pack_zip_has_solutions_and_the_plan(tmp_path):
     first = chapter_sources(ROOT)[0]
     text = zipfile.ZipFile(archive).read(f"pack/{first.stem}.ipynb").decode()
     assert "Solution to" in text and "{solution}" not in text  # kept, as plain markdown
+    assert GLUE_CELL_KEY in text and "{glue" not in text  # glued values shown here too
     plan = zipfile.ZipFile(archive).read("pack/teaching-plan.md").decode()
     assert "Week 1" in plan and "{ref}" not in plan and "{doc}" not in plan
 
