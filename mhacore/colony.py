@@ -25,7 +25,7 @@ import numbers
 import numpy as np
 
 from ._rng import as_generator
-from ._validation import check_int
+from ._validation import check_int, check_positive
 
 __all__ = ["scout_moments", "colony_variance", "simulate_assessments"]
 
@@ -39,13 +39,12 @@ def _check_probability(value, name: str) -> float:
     return value
 
 
-def _check_sd(value, name: str, *, positive: bool) -> float:
-    bound = "> 0" if positive else ">= 0"
+def _check_nonnegative(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a finite number {bound}; got {type(value).__name__} {value!r}")
+        raise TypeError(f"{name} must be a finite number >= 0; got {type(value).__name__} {value!r}")
     value = float(value)
-    if not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
-        raise ValueError(f"{name} must be a finite number {bound}; got {value!r}")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
     return value
 
 
@@ -77,8 +76,8 @@ def scout_moments(recruit_prob, assessment_sd=1.0, reassess_sd=0.0):
     (1.25, 0.2)
     """
     pi = _check_probability(recruit_prob, "recruit_prob")
-    s = _check_sd(assessment_sd, "assessment_sd", positive=True)
-    s_d = _check_sd(reassess_sd, "reassess_sd", positive=False)
+    s = check_positive(assessment_sd, "assessment_sd")
+    s_d = _check_nonnegative(reassess_sd, "reassess_sd")
     variance = s**2 + s_d**2
     return variance, pi**2 * s**2 / variance
 
@@ -149,8 +148,8 @@ def simulate_assessments(n_colonies, n_scouts, recruit_prob, assessment_sd=1.0, 
     n_colonies = check_int(n_colonies, "n_colonies")
     n_scouts = check_int(n_scouts, "n_scouts")
     pi = _check_probability(recruit_prob, "recruit_prob")
-    s = _check_sd(assessment_sd, "assessment_sd", positive=True)
-    s_d = _check_sd(reassess_sd, "reassess_sd", positive=False)
+    s = check_positive(assessment_sd, "assessment_sd")
+    s_d = _check_nonnegative(reassess_sd, "reassess_sd")
     if isinstance(quality, bool) or not isinstance(quality, numbers.Real) or not math.isfinite(quality):
         raise ValueError(f"quality must be a finite number; got {quality!r}")
     rng = as_generator(rng)

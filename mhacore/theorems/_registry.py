@@ -14,6 +14,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+import numpy as np
+
 SCALES = ("book", "large")
 DEFAULT_SEED = 20260521
 RULES = ("4se", "atol")
@@ -108,6 +110,18 @@ class CheckResult:
             spread = f"(tolerance {self.tolerance:.1e})"
         return (f"{self.theorem_id}: estimate {self.estimate:.6g} {spread}, "
                 f"prediction {self.prediction:.6g} -> {self.verdict}")
+
+
+def standard_error(terms) -> float:
+    """Standard error of the mean of per-replicate terms: ``std(ddof=1) / √R``.
+
+    Examples
+    --------
+    >>> standard_error([1.0, 3.0])  # std 1.414..., two replicates
+    1.0
+    """
+    terms = np.asarray(terms, dtype=np.float64)  # (R,)
+    return float(terms.std(ddof=1) / np.sqrt(len(terms)))
 
 
 REGISTRY: dict[str, Theorem] = {}

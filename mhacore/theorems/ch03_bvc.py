@@ -17,7 +17,7 @@ import torch
 from ..attention import MultiHeadNW
 from ..decomposition import bias_variance_covariance
 from ..montecarlo import DataModel, simulate_heads
-from ._registry import Measurement, register
+from ._registry import Measurement, register, standard_error
 
 __all__ = ["chapter_model", "random_heads", "design_moments"]
 
@@ -158,7 +158,7 @@ def _check_design_variance(scale, device, seed):
     var_terms, _ = design_moments(predictions)
     prediction = model.sigma**2 * float((weights**2).sum(-1).mean())
     return Measurement(estimate=float(var_terms.mean()), prediction=prediction,
-                       standard_error=float(var_terms.std(ddof=1) / np.sqrt(len(var_terms))),
+                       standard_error=standard_error(var_terms),
                        details=dict(replicates=len(var_terms), sigma_sq_over_n=model.sigma**2 / weights.shape[-1]))
 
 
@@ -179,5 +179,5 @@ def _check_design_covariance(scale, device, seed):
     off = ~np.eye(n_heads, dtype=bool)
     prediction = model.sigma**2 * float(inner[off].mean())
     return Measurement(estimate=float(cov_terms.mean()), prediction=prediction,
-                       standard_error=float(cov_terms.std(ddof=1) / np.sqrt(len(cov_terms))),
+                       standard_error=standard_error(cov_terms),
                        details=dict(replicates=len(cov_terms), min_pair_inner_product=float(inner[off].min())))

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..diversity import head_diversity_index, max_feasible_hdi
 from ..optimize import identical_subspaces, optimize_subspaces, overlap_model_loss, random_subspaces
-from ._registry import Measurement, register
+from ._registry import Measurement, register, standard_error
 
 CHAPTER = "05-decorrelation"
 
@@ -65,6 +65,6 @@ def _random(scale, device, seed):
     hdis = np.array([head_diversity_index(random_subspaces(n_heads, d_head, p, rng=gen))
                      for _ in range(n_draws)])
     return Measurement(estimate=float(hdis.mean()), prediction=1.0 - d_head / p,
-                       standard_error=float(hdis.std(ddof=1) / np.sqrt(n_draws)),
+                       standard_error=standard_error(hdis),
                        details={"n_heads": n_heads, "d_head": d_head, "p": p, "n_draws": n_draws,
                                 "min_hdi": float(hdis.min()), "max_hdi": float(hdis.max())})

@@ -22,7 +22,7 @@ from ..attention import MultiHeadNW
 from ..decomposition import design_decomposition
 from ..montecarlo import DataModel, simulate_heads
 from ..weighting import fibonacci_weights, geometric_weights, sum_of_squares, uniform_weights
-from ._registry import Measurement, register
+from ._registry import Measurement, register, standard_error
 
 __all__ = ["geometric_closed_form", "fibonacci_closed_form", "quality_ordered_heads",
            "heterogeneous_model", "paired_mse_difference", "equicorrelated_errors",
@@ -202,7 +202,7 @@ def _check_equicorrelated(scale, device, seed):
     terms = (ensemble - ensemble.mean()) ** 2 * r / (r - 1)  # mean = ddof=1 variance
     prediction = variance * (rho + (1 - rho) * sum_of_squares(alpha))
     return Measurement(estimate=float(terms.mean()), prediction=float(prediction),
-                       standard_error=float(terms.std(ddof=1) / np.sqrt(r)),
+                       standard_error=standard_error(terms),
                        details=dict(replicates=r, n_heads=n_heads, rho=rho,
                                     uniform_prediction=variance * (rho + (1 - rho) / n_heads),
                                     sum_sq=sum_of_squares(alpha)))
@@ -242,7 +242,7 @@ def _check_heterogeneous(scale, device, seed):
     diff = paired_mse_difference(predictions, target, uniform, geometric)  # (R,)
     mse = {name: design_decomposition(weights, model.f(design), target, model.sigma, alpha=a).mse
            for name, a in (("uniform", uniform), ("geometric", geometric), ("fibonacci", fibonacci))}
-    se = float(diff.std(ddof=1) / np.sqrt(len(diff)))
+    se = standard_error(diff)
     fib_diff = paired_mse_difference(predictions, target, uniform, fibonacci)
     return Measurement(estimate=float(diff.mean()), prediction=float(mse["uniform"] - mse["geometric"]),
                        standard_error=se,
@@ -250,4 +250,4 @@ def _check_heterogeneous(scale, device, seed):
                                     mse_uniform=mse["uniform"], mse_geometric=mse["geometric"],
                                     mse_fibonacci=mse["fibonacci"],
                                     fibonacci_gain=float(fib_diff.mean()),
-                                    fibonacci_gain_se=float(fib_diff.std(ddof=1) / np.sqrt(len(fib_diff)))))
+                                    fibonacci_gain_se=standard_error(fib_diff)))

@@ -26,7 +26,7 @@ from .._rng import spawn
 from .._validation import check_int
 from ..colony import colony_variance, scout_moments, simulate_assessments
 from ..montecarlo import DataModel
-from ._registry import Measurement, register
+from ._registry import Measurement, register, standard_error
 from .ch03_bvc import design_moments
 
 __all__ = ["forest_model", "forest_tree_predictions", "breiman_terms", "variance_terms", "ratio_se",
@@ -128,10 +128,6 @@ def variance_terms(estimates):
     return ((est - est.mean(axis=0)) ** 2).mean(axis=1) * r / (r - 1)  # (R,)
 
 
-def _se(terms):
-    return float(terms.std(ddof=1) / np.sqrt(len(terms)))
-
-
 def ratio_se(numerator_terms, denominator_terms):
     """Delta-method SE of ``mean(numerator_terms) / mean(denominator_terms)`` over replicates.
 
@@ -192,7 +188,7 @@ def subset_comparison(fit_members, test_members, k):
     var_terms, cov_terms = breiman_terms(fit_members)
     predicted_terms = cov_terms + (var_terms - cov_terms) / k  # (R1,)
     measured_terms = variance_terms(test_members[:, :k].mean(axis=1))  # (R2,)
-    se = float(np.hypot(_se(predicted_terms), _se(measured_terms)))  # independent replicate sets
+    se = float(np.hypot(standard_error(predicted_terms), standard_error(measured_terms)))  # independent replicate sets
     return float(measured_terms.mean()), float(predicted_terms.mean()), se
 
 
@@ -222,7 +218,7 @@ def _check_forest(scale, device, seed):
     var_terms, cov_terms = breiman_terms(trees)
     full_terms, forest_terms = cov_terms + (var_terms - cov_terms) / b, variance_terms(forest)  # (R,), (R,)
     full_estimate, full_prediction = float(forest_terms.mean()), float(full_terms.mean())
-    full_se = float(np.hypot(_se(full_terms), _se(forest_terms)))  # k = B: an identity, tests predict only
+    full_se = float(np.hypot(standard_error(full_terms), standard_error(forest_terms)))  # k = B: an identity, tests predict only
     return Measurement(estimate=estimate, prediction=prediction, standard_error=se,
                        details=dict(k=k, n_trees=b, full_estimate=full_estimate, full_prediction=full_prediction,
                                     full_standard_error=full_se,
@@ -250,6 +246,6 @@ def _check_colony(scale, device, seed):
     variance, rho = scout_moments(c["recruit_prob"], c["assessment_sd"], c["reassess_sd"])
     prediction = colony_variance(c["recruit_prob"], c["n_scouts"], c["assessment_sd"], c["reassess_sd"])
     var_terms, cov_terms = breiman_terms(a[:, :, None])
-    return Measurement(estimate=float(terms.mean()), prediction=prediction, standard_error=_se(terms),
+    return Measurement(estimate=float(terms.mean()), prediction=prediction, standard_error=standard_error(terms),
                        details=dict(sigma_sq=variance, rho=rho, rho_measured=float(cov_terms.mean() / var_terms.mean()),
                                     sigma_sq_measured=float(var_terms.mean()), colonies=s["colonies"], **c))
