@@ -1,0 +1,200 @@
+"""Bad-input battery, class 5: the command line (issue 12).
+
+Bad values end in an argparse usage error (exit 2) before any work starts; ``--resume``
+never loses results; kept results keep their provenance; Ctrl-C ends with one line.
+Every case runs ``check`` on a toy registry (no real theorem runs), so the file is fast.
+"""
+
+import json
+
+import pytest
+import torch
+
+from mhacore import theorems
+from mhacore.__main__ import check, main
+from mhacore.theorems import Measurement
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """A registry of three toy checks; the list records which ran."""
+    ran = []
+    registry = {}
+    monkeypatch.setattr(theorems._registry, "REGISTRY", registry)
+    monkeypatch.setattr(theorems, "REGISTRY", registry)
+    for name, estimate in (("toy-a", 0.0), ("toy-b", 0.05), ("toy-c", 0.01)):
+        def run(scale, device, seed, name=name, estimate=estimate):
+            ran.append(name)
+            return Measurement(estimate=estimate, prediction=0.0, standard_error=0.05)
+        theorems.register(name, title=name, chapter="c", claim="mean is 0")(run)
+    return ran
+
+
+def _exit_code(argv):
+    with pytest.raises(SystemExit) as info:
+        check(argv)
+    return info.value.code
+
+
+ARGPARSE_ERRORS = [
+    (["--seed", "-1"], r"--seed: must be an integer >= 0; got -1"),
+    (["--seed", "abc"], r"--seed: must be an integer >= 0; got 'abc'"),
+    (["--seed", "1.5"], r"--seed: must be an integer >= 0; got '1.5'"),
+    (["--scale", "huge"], r"--scale: invalid choice"),
+    (["--device", "nonsense"], r"--device: not a torch device"),
+    (["--device", "meta"], r"--device: .*holds no data"),
+    (["--device", "cuda:99"], r"--device: .*not available"),
+    (["--theorem", "nope"], r"unknown theorem id"),
+    (["--resume"], r"--resume needs --out"),
+]
+
+
+@pytest.mark.parametrize("argv, pattern", ARGPARSE_ERRORS)
+def test_bad_values_are_usage_errors(calls, capsys, argv, pattern):
+    assert _exit_code(argv) == 2
+    assert calls == []
+    import re
+    assert re.search(pattern, capsys.readouterr().err), capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_unavailable_cuda_is_a_usage_error(calls, capsys):
+    assert _exit_code(["--device", "cuda"]) == 2
+    assert "not available" in capsys.readouterr().err and calls == []
+
+
+def test_out_that_is_a_directory_fails_before_work(calls, capsys, tmp_path):
+    assert _exit_code(["--out", str(tmp_path)]) == 2
+    assert "--out" in capsys.readouterr().err and calls == []
+
+
+def test_out_under_a_file_fails_before_work(calls, capsys, tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    assert _exit_code(["--out", str(blocker / "report.json")]) == 2
+    assert "--out: cannot write" in capsys.readouterr().err and calls == []
+
+
+def test_out_in_a_missing_folder_is_created(calls, tmp_path):
+    out = tmp_path / "new" / "deeper" / "report.json"
+    assert check(["--theorem", "toy-a", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["results"][0]["theorem_id"] == "toy-a"
+
+
+def _report(tmp_path, argv=("--theorem", "toy-a")):
+    out = tmp_path / "report.json"
+    assert check([*argv, "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("change, pattern", [
+    (["--seed", "7"], r"seed"),
+    (["--scale", "large"], r"scale"),
+])
+def test_resume_refuses_a_different_run(calls, capsys, tmp_path, change, pattern):
+    out = _report(tmp_path)
+    before = out.read_text()
+    calls.clear()
+    assert check(["--theorem", "toy-b", "--out", str(out), "--resume", *change]) == 1
+    assert out.read_text() == before and calls == []
+    err = capsys.readouterr().err
+    assert "--resume" in err and pattern in err and "refusing" in err
+
+
+def test_resume_refuses_a_different_device(calls, capsys, tmp_path):
+    out = _report(tmp_path)
+    report = json.loads(out.read_text())
+    report["device"] = "cuda"
+    out.write_text(json.dumps(report))
+    before = out.read_text()
+    assert check(["--theorem", "toy-b", "--out", str(out), "--resume"]) == 1
+    assert out.read_text() == before and "device" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", ["not json {", "[1, 2]", '{"results": 3}', '{"a": 1}', ""])
+def test_resume_refuses_a_file_that_is_not_a_report(calls, capsys, tmp_path, content):
+    out = tmp_path / "report.json"
+    out.write_text(content)
+    assert check(["--theorem", "toy-a", "--out", str(out), "--resume"]) == 1
+    assert out.read_text() == content and calls == []
+    assert "is not a check report" in capsys.readouterr().err
+
+
+def test_resume_with_a_subset_keeps_the_other_results(calls, tmp_path):
+    out = _report(tmp_path, ("--theorem", "toy-a", "--theorem", "toy-b"))
+    calls.clear()
+    assert check(["--theorem", "toy-c", "--out", str(out), "--resume"]) == 0
+    ids = [r["theorem_id"] for r in json.loads(out.read_text())["results"]]
+    assert ids == ["toy-a", "toy-b", "toy-c"] and calls == ["toy-c"]
+
+
+def test_kept_results_keep_their_provenance(calls, tmp_path):
+    out = _report(tmp_path)
+    first = json.loads(out.read_text())["provenance"]
+    assert check(["--theorem", "toy-b", "--out", str(out), "--resume"]) == 0
+    report = json.loads(out.read_text())
+    kept = {r["theorem_id"]: r for r in report["results"]}
+    assert kept["toy-a"]["provenance"]["command"] == first["command"]
+    assert kept["toy-a"]["provenance"]["date"] == first["date"]
+    assert "--resume" in report["provenance"]["command"]
+    # a third run keeps both kept provenances as they were
+    assert check(["--theorem", "toy-c", "--out", str(out), "--resume"]) == 0
+    again = {r["theorem_id"]: r for r in json.loads(out.read_text())["results"]}
+    assert again["toy-a"]["provenance"] == kept["toy-a"]["provenance"]
+    assert again["toy-b"]["provenance"]["command"] == report["provenance"]["command"]
+
+
+def test_without_resume_an_existing_report_is_replaced(calls, tmp_path):
+    out = _report(tmp_path)
+    assert check(["--theorem", "toy-b", "--out", str(out)]) == 0
+    assert [r["theorem_id"] for r in json.loads(out.read_text())["results"]] == ["toy-b"]
+
+
+def test_a_theorem_named_twice_runs_once(calls, tmp_path):
+    out = tmp_path / "r.json"
+    assert check(["--theorem", "toy-a", "--theorem", "toy-a", "--theorem", "toy-b", "--theorem", "toy-a",
+                  "--out", str(out)]) == 0
+    assert calls == ["toy-a", "toy-b"]
+    assert [r["theorem_id"] for r in json.loads(out.read_text())["results"]] == ["toy-a", "toy-b"]
+
+
+def test_ctrl_c_prints_one_line_of_what_was_saved(calls, monkeypatch, capsys, tmp_path):
+    def interrupted(scale, device, seed):
+        raise KeyboardInterrupt
+    theorems.register("toy-stop", title="", chapter="c", claim="")(interrupted)
+    out = tmp_path / "r.json"
+    assert check(["--theorem", "toy-a", "--theorem", "toy-stop", "--out", str(out)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "interrupted" in err[0] and "1 finished check" in err[0] and str(out) in err[0]
+    assert [r["theorem_id"] for r in json.loads(out.read_text())["results"]] == ["toy-a"]
+
+
+def test_ctrl_c_without_out_says_nothing_was_saved(calls, capsys):
+    def interrupted(scale, device, seed):
+        raise KeyboardInterrupt
+    theorems.register("toy-stop", title="", chapter="c", claim="")(interrupted)
+    assert check(["--theorem", "toy-stop"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nothing saved" in err[0]
+
+
+def test_help_shows_the_default_seed(calls, capsys):
+    assert _exit_code(["--help"]) == 0
+    assert f"default: {theorems.DEFAULT_SEED}" in capsys.readouterr().out
+
+
+def test_report_names_the_device_used(calls, tmp_path):
+    out = tmp_path / "r.json"
+    assert check(["--theorem", "toy-a", "--device", "CPU", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["device"] == "cpu" and report["results"][0]["device"] == "cpu"
+
+
+def test_main_passes_usage_errors_through(calls):
+    with pytest.raises(SystemExit) as info:
+        main(["check", "--seed", "-3"])
+    assert info.value.code == 2
+
+
+def test_main_without_a_command_is_a_usage_error():
+    assert main([]) == 2

@@ -1,0 +1,132 @@
+"""Bad-input battery, class 3: finite inputs never give NaN silently (issue 12).
+
+Either the result is computed in a stable form (and checked against a closed form here),
+or the call is rejected up front with a message naming the parameter and the overflow.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from mhacore import (MultiHeadNW, bias_variance_covariance, colony_variance, design_covariance,
+                     ensemble_mse, error_second_moment, head_diversity_index, nw_estimate,
+                     nw_weights, principal_angles, scout_moments, simulate_assessments)
+
+KEYS = np.array([[-1.0], [0.0], [2.0]])
+VALUES = np.array([1.0, 2.0, 4.0])
+
+OVERFLOW = [
+    # softmax logits beyond the dtype's range: every path
+    (lambda: nw_estimate(np.array([[1e200]]), np.array([[1e200], [2e200]]), np.array([1.0, 2.0])),
+     r"softmax logits .*overflow float64"),
+    (lambda: nw_estimate(np.array([[1e200]]), np.array([[1e200], [2e200]]), np.array([1.0, 2.0]), chunk_size=1),
+     r"softmax logits .*overflow float64"),
+    (lambda: nw_estimate(np.array([[1e200]]), np.array([[1e200], [2e200]]), np.ones((2, 3))),
+     r"softmax logits .*overflow float64"),
+    (lambda: nw_weights(np.array([[1e200]]), np.array([[1e200], [2e200]])),
+     r"softmax logits .*overflow float64"),
+    (lambda: nw_estimate(np.array([[1e30]], dtype=np.float32), np.array([[1e30], [2e30]], dtype=np.float32),
+                         np.array([1.0, 2.0], dtype=np.float32)), r"softmax logits .*overflow float32"),
+    (lambda: nw_weights(torch.full((2, 3), 1e20), torch.full((4, 3), 1e20)), r"softmax logits .*overflow float32"),
+    (lambda: nw_estimate(torch.full((2, 3), 1e20), torch.full((4, 3), 1e20), torch.ones(4), chunk_size=2),
+     r"softmax logits .*overflow float32"),
+    (lambda: nw_weights(np.ones((2, 1)), np.ones((3, 1)), temperature=1e-310), r"temperature .*1/temperature overflows"),
+    (lambda: nw_weights(np.ones((2, 1)), np.ones((3, 1)), temperature=5e-324), r"temperature .*1/temperature overflows"),
+    (lambda: nw_weights(np.full((2, 1), 1e10), np.full((3, 1), 1e10), temperature=1e-300),
+     r"softmax logits .*overflow float64"),
+    (lambda: nw_weights(np.array([[0.5]], dtype=np.float32), np.ones((3, 1), dtype=np.float32), temperature=1e-40),
+     r"softmax logits .*overflow float32"),
+    # Gaussian: the scale 1/(2 h^2) and squared distances
+    (lambda: nw_weights(np.ones((2, 1)), KEYS, kernel="gaussian", bandwidth=1e-200), r"bandwidth .*overflows"),
+    (lambda: nw_weights(np.ones((2, 1)), KEYS, kernel="gaussian", bandwidth=5e-324), r"bandwidth .*overflows"),
+    (lambda: nw_estimate(np.ones((2, 1)), KEYS, VALUES, kernel="gaussian", bandwidth=1e-160), r"bandwidth .*overflows"),
+    (lambda: nw_estimate(np.array([[1e200]]), np.array([[-1e200], [2e200]]), np.array([1.0, 2.0]),
+                         kernel="gaussian", bandwidth=1.0), r"Gaussian logits .*overflow float64"),
+    (lambda: nw_estimate(np.array([[1e200]]), np.array([[-1e200], [2e200]]), np.array([1.0, 2.0]),
+                         kernel="gaussian", bandwidth=1.0, chunk_size=1), r"Gaussian logits .*overflow float64"),
+    (lambda: nw_weights(np.array([[1e200]]), np.array([[-1e200], [2e200]]), kernel="gaussian", bandwidth=1.0),
+     r"Gaussian logits .*overflow float64"),
+    (lambda: nw_weights(np.array([[1.0]]), np.array([[-1e300], [1e300]]), kernel="gaussian", bandwidth=1.0),
+     r"Gaussian logits .*overflow float64"),
+    # the ensemble model
+    (lambda: MultiHeadNW(np.ones((1, 1, 1)), np.ones((1, 1, 1)), temperature=1e-320)(np.ones((1, 1)), KEYS, VALUES),
+     r"temperature .*1/temperature overflows"),
+    (lambda: MultiHeadNW(np.full((1, 1, 1), 1e160), np.full((1, 1, 1), 1e160))(np.ones((1, 1)), KEYS, VALUES),
+     r"softmax logits .*overflow float64"),
+    # colony: standard deviations whose squares overflow
+    (lambda: scout_moments(0.5, 1e200), r"assessment_sd.*variance .*overflows"),
+    (lambda: scout_moments(0.5, 1.0, 1e200), r"reassess_sd.*variance .*overflows"),
+    (lambda: colony_variance(0.5, 4, 1e160), r"assessment_sd.*variance .*overflows"),
+    (lambda: colony_variance(0.5, 4, 1e300, 1e300), r"variance .*overflows"),
+    (lambda: simulate_assessments(3, 4, 0.5, 1e308, rng=0), r"assessments overflow"),
+    (lambda: simulate_assessments(3, 4, 0.5, 1.0, 1e308, rng=0), r"assessments overflow"),
+    (lambda: simulate_assessments(3, 4, 0.5, 5e307, quality=1.7e308, rng=0), r"assessments overflow"),
+    # decompositions and weighting: overflowing squares
+    (lambda: bias_variance_covariance(np.full((3, 2, 1), 1e200) * np.arange(3.0)[:, None, None], np.zeros(1)),
+     r"overflow"),
+    (lambda: design_covariance(np.full((1, 1, 2), 0.5), sigma=1e200), r"sigma.*overflows"),
+    (lambda: error_second_moment(np.eye(2), bias=[1e200, 0.0]), r"overflow"),
+    (lambda: error_second_moment(np.full((2, 2), 1.7e308), bias=[1e154, 1e154]), r"overflow"),
+]
+
+
+@pytest.mark.parametrize("index", range(len(OVERFLOW)))
+def test_overflow_is_rejected_with_a_message(index):
+    call, pattern = OVERFLOW[index]
+    with pytest.raises(ValueError, match=pattern):
+        call()
+
+
+def _softmax_reference(logits):
+    logits = np.asarray(logits, dtype=np.float64)
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    return w / w.sum(-1, keepdims=True)
+
+
+STABLE = [
+    # (call, expected) with the expected value from a closed form
+    # huge bandwidth / temperature: the scale underflows to 0 and the weights are uniform
+    (lambda: nw_estimate(np.ones((2, 1)), KEYS, VALUES, kernel="gaussian", bandwidth=1e200), np.full(2, 7 / 3)),
+    (lambda: nw_estimate(np.ones((2, 1)), KEYS, VALUES, kernel="gaussian", bandwidth=1e300), np.full(2, 7 / 3)),
+    (lambda: nw_estimate(np.ones((2, 1)), KEYS, VALUES, temperature=1e300), np.full(2, 7 / 3)),
+    (lambda: nw_estimate(np.ones((2, 1)), KEYS, VALUES, temperature=1e308), np.full(2, 7 / 3)),
+    # float32 data with a float32-overflowing Gaussian scale: nearest key takes the weight
+    (lambda: nw_estimate(np.array([[0.1]], dtype=np.float32), KEYS.astype(np.float32),
+                         VALUES.astype(np.float32), kernel="gaussian", bandwidth=1e-20), np.array([2.0])),
+    (lambda: nw_estimate(np.array([[1.9]], dtype=np.float32), KEYS.astype(np.float32),
+                         VALUES.astype(np.float32), kernel="gaussian", bandwidth=1e-20, chunk_size=2), np.array([4.0])),
+    (lambda: nw_weights(np.array([[-0.9]], dtype=np.float32), KEYS.astype(np.float32),
+                        kernel="gaussian", bandwidth=1e-22), np.array([[1.0, 0.0, 0.0]])),
+    # float32 data far apart (distances^2 beyond float32) but within float64
+    (lambda: nw_estimate(np.array([[0.0]], dtype=np.float32), np.array([[1e30], [3e30]], dtype=np.float32),
+                         np.array([5.0, 7.0], dtype=np.float32), kernel="gaussian", bandwidth=1.0), np.array([5.0])),
+    (lambda: nw_weights(np.array([[1e25]], dtype=np.float32), np.array([[0.0], [1.1e25]], dtype=np.float32),
+                        kernel="gaussian", bandwidth=1.0), np.array([[0.0, 1.0]])),
+    # big but representable softmax logits: the max-subtracted softmax is exact
+    (lambda: nw_weights(np.array([[1e150]]), np.array([[1e150], [0.0]]), temperature=1.0), np.array([[1.0, 0.0]])),
+    (lambda: nw_weights(np.array([[1e15]], dtype=np.float32), np.array([[1e15], [0.0]], dtype=np.float32),
+                        temperature=1.0), np.array([[1.0, 0.0]])),
+    # colony: tiny standard deviations underflow to a 0 variance, with the right correlation
+    (lambda: scout_moments(0.5, 1e-200), (0.0, 0.25)),
+    (lambda: scout_moments(1.0, 1e-200, 0.0), (0.0, 1.0)),
+    (lambda: colony_variance(0.5, 4, 1e-200), 0.0),
+    (lambda: scout_moments(0.5, 1e150, 1e150), (2e300, 0.125)),
+    # large but finite decompositions and diversity
+    (lambda: principal_angles(np.array([[1e200, 0.0], [0.0, 1e200], [1.0, 1.0]]), np.eye(3)[:, :1]), np.array([1e-200])),
+    (lambda: head_diversity_index(np.stack([np.eye(4)[:, :2], np.eye(4)[:, 2:]]) * 1e300), 1.0),
+    (lambda: head_diversity_index(np.stack([np.eye(4)[:, :2], np.eye(4)[:, 2:]]) * 1e-300), 1.0),
+    (lambda: bias_variance_covariance(np.array([[[1e150]], [[-1e150]]]), np.zeros(1)).mse, 1e300),
+]
+
+
+@pytest.mark.parametrize("index", range(len(STABLE)))
+def test_stable_forms_give_the_closed_form(index):
+    call, expected = STABLE[index]
+    result = call()
+    result = np.asarray(result if not isinstance(result, torch.Tensor) else result.numpy(), dtype=np.float64)
+    assert np.isfinite(result).all()
+    np.testing.assert_allclose(result, np.asarray(expected, dtype=np.float64), rtol=1e-6, atol=0)
+
+
+def test_softmax_reference_helper():
+    np.testing.assert_allclose(_softmax_reference([[0.0, np.log(3)]]), [[0.25, 0.75]])

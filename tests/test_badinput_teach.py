@@ -1,0 +1,169 @@
+"""Bad-input battery, class 6: ``teach`` and files (issue 12).
+
+``teach`` writes only into a new or empty folder, or one it made before (it leaves a
+marker file there); otherwise it refuses, naming ``--force``. It never packs stale or
+foreign files into its zip, names the archive after the folder, and never overwrites an
+archive it did not make without ``--force``. A two-chapter toy book keeps this fast.
+"""
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from mhacore.teach import generate, main
+
+MARKER = ".mhacore-teach"  # the marker file teach leaves in folders it wrote
+
+CHAPTER = """---
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# Chapter {n}
+
+```{{code-cell}} ipython3
+x = {n}
+```
+"""
+
+
+def _book(root: Path, chapters=(1, 2)) -> Path:
+    (root / "book").mkdir(parents=True, exist_ok=True)
+    files = []
+    for n in chapters:
+        (root / "book" / f"0{n}-toy.md").write_text(CHAPTER.format(n=n), encoding="utf-8")
+        files.append(f"      - file: book/0{n}-toy")
+    (root / "book" / "index.md").write_text("# Toy\n", encoding="utf-8")
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/index\nparts:\n  - caption: c\n"
+                                   "    chapters:\n" + "\n".join(files) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def book(tmp_path):
+    return _book(tmp_path / "repo")
+
+
+def test_new_folder_is_written_with_a_marker(book, tmp_path):
+    from mhacore import _outdir
+
+    assert _outdir.MARKER == MARKER
+    out = generate("student", tmp_path / "new", book)
+    assert (out / "01-toy.ipynb").is_file() and (out / MARKER).is_file()
+
+
+def test_empty_folder_is_accepted(book, tmp_path):
+    (tmp_path / "empty").mkdir()
+    generate("student", tmp_path / "empty", book)
+    assert (tmp_path / "empty" / "02-toy.ipynb").is_file()
+
+
+@pytest.mark.parametrize("kind", ["student", "instructor"])
+def test_a_folder_with_other_files_is_refused(book, tmp_path, kind):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes")
+    with pytest.raises(ValueError, match=r"--out .*mine.* holds files teach did not write.*--force"):
+        generate(kind, out, book)
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_the_repository_itself_is_refused(book, monkeypatch, capsys):
+    readme = book / "README.md"
+    readme.write_text("the project's README")
+    monkeypatch.chdir(book)
+    assert main(["student", "--out", ".", "--book", "."]) == 2
+    assert readme.read_text() == "the project's README"
+    assert "--force" in capsys.readouterr().err
+
+
+def test_a_file_as_out_is_refused(book, tmp_path):
+    target = tmp_path / "file.ipynb"
+    target.write_text("x")
+    with pytest.raises(ValueError, match=r"--out .* is a file"):
+        generate("student", target, book)
+    assert target.read_text() == "x"
+
+
+def test_force_writes_but_keeps_and_does_not_pack_foreign_files(book, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes")
+    archive = generate("student", out, book, make_zip=True, force=True)
+    assert (out / "notes.txt").read_text() == "my notes"
+    names = zipfile.ZipFile(archive).namelist()
+    assert "mine/01-toy.ipynb" in names and not any("notes.txt" in n for n in names)
+
+
+def test_rewriting_its_own_folder_removes_stale_files(book, tmp_path):
+    out = tmp_path / "pack"
+    generate("student", out, book)
+    _book(book, chapters=(1,))  # the book loses chapter 2
+    (book / "book" / "02-toy.md").unlink()
+    archive = generate("student", out, book, make_zip=True)
+    assert not (out / "02-toy.ipynb").exists()
+    names = zipfile.ZipFile(archive).namelist()
+    assert "pack/01-toy.ipynb" in names and not any("02-toy" in n for n in names)
+
+
+def test_instructor_then_student_leaves_no_teaching_plan(book, tmp_path):
+    (book / "book" / "course.md").write_text("# Plan\n")
+    out = tmp_path / "pack"
+    generate("instructor", out, book)
+    assert (out / "teaching-plan.md").is_file()
+    generate("student", out, book)
+    assert not (out / "teaching-plan.md").exists()
+
+
+def test_files_added_to_its_folder_are_kept_but_not_packed(book, tmp_path):
+    out = tmp_path / "pack"
+    generate("student", out, book)
+    (out / "answers.txt").write_text("student work")
+    archive = generate("student", out, book, make_zip=True)
+    assert (out / "answers.txt").read_text() == "student work"
+    assert not any("answers" in n for n in zipfile.ZipFile(archive).namelist())
+
+
+@pytest.mark.parametrize("name", ["pack.v2", "week 4", "pack"])
+def test_zip_is_named_after_the_folder(book, tmp_path, name):
+    archive = generate("student", tmp_path / name, book, make_zip=True)
+    assert archive == tmp_path / f"{name}.zip" and archive.is_file()
+
+
+def test_zip_of_dot_is_named_after_the_folder(book, tmp_path, monkeypatch):
+    out = tmp_path / "handout"
+    out.mkdir()
+    monkeypatch.chdir(out)
+    archive = generate("student", Path("."), book, make_zip=True)
+    assert archive.resolve() == (tmp_path / "handout.zip").resolve()
+
+
+def test_an_existing_foreign_zip_is_not_overwritten(book, tmp_path):
+    (tmp_path / "pack.zip").write_bytes(b"someone else's archive")
+    with pytest.raises(ValueError, match=r"pack\.zip already exists.*--force"):
+        generate("student", tmp_path / "pack", book, make_zip=True)
+    assert (tmp_path / "pack.zip").read_bytes() == b"someone else's archive"
+
+
+def test_force_overwrites_a_foreign_zip(book, tmp_path):
+    (tmp_path / "pack.zip").write_bytes(b"old")
+    archive = generate("student", tmp_path / "pack", book, make_zip=True, force=True)
+    assert zipfile.is_zipfile(archive)
+
+
+def test_its_own_zip_is_replaced(book, tmp_path):
+    generate("student", tmp_path / "pack", book, make_zip=True)
+    archive = generate("instructor", tmp_path / "pack", book, make_zip=True)
+    assert zipfile.is_zipfile(archive)
+
+
+def test_cli_force_flag(book, tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "x.txt").write_text("x")
+    assert main(["student", "--out", str(out), "--book", str(book)]) == 2
+    assert main(["student", "--out", str(out), "--book", str(book), "--force"]) == 0
+    assert (out / "01-toy.ipynb").is_file()
