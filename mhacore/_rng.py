@@ -12,6 +12,8 @@ import numbers
 import numpy as np
 import torch
 
+from ._validation import check_int
+
 __all__ = ["as_generator", "spawn", "torch_generator"]
 
 
@@ -70,15 +72,19 @@ def spawn(rng, n_children: int) -> list[np.random.Generator]:
     list of numpy.random.Generator
         Children that do not depend on how many numbers the parent drew afterwards.
 
+    Raises
+    ------
+    TypeError, ValueError
+        ``n_children`` not an integer >= 0 (``TypeError`` for a non-integer).
+
     Examples
     --------
     >>> kids = spawn(0, 2)
     >>> len(kids), kids[0].random() != kids[1].random()
     (2, True)
     """
-    if isinstance(n_children, bool) or not isinstance(n_children, numbers.Integral) or n_children < 0:
-        raise ValueError(f"n_children must be an integer >= 0; got {n_children!r}")
-    return as_generator(rng).spawn(int(n_children))
+    n_children = check_int(n_children, "n_children", minimum=0)
+    return as_generator(rng).spawn(n_children)
 
 
 def torch_generator(rng=None, device="cpu") -> torch.Generator:

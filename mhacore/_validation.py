@@ -8,6 +8,22 @@ Array plumbing: public functions accept numpy arrays (or nested lists) and torch
 :func:`as_tensors` turns them into torch tensors on one device with one floating dtype and
 remembers whether the caller gave torch; :func:`restore` hands results back in kind
 (numpy in, numpy out; torch in, torch out on the same device and dtype).
+
+The conversion rule (one rule for every public function):
+
+* floating inputs keep their dtype, and the common dtype is their promotion (float32 with
+  float32 stays float32; any float64 gives float64);
+* integer and boolean inputs, numpy or torch alike, take that floating dtype, or float64
+  when no input is floating (so ``[0, 1]`` and ``torch.tensor([0, 1])`` give the same
+  numbers);
+* complex, string, object, date and ragged (non-rectangular) inputs are rejected with a
+  ``TypeError`` naming the parameter, as are sparse tensors;
+* torch inputs must share one device, and it must hold data (a ``meta`` tensor is
+  rejected); numpy inputs go to that device;
+* ``dtype=`` arguments (:func:`check_float_dtype`) accept float32 or float64, as a torch
+  dtype, a numpy dtype or its name, and nothing else (an integer dtype would truncate);
+* scalar parameters accept Python, numpy and 0-d torch numbers; a tensor that requires
+  grad is refused where gradients cannot flow to it.
 """
 
 from __future__ import annotations
@@ -25,7 +41,24 @@ __all__ = [
     "check_int",
     "check_simplex",
     "check_finite",
+    "check_float_dtype",
+    "check_device",
 ]
+
+_DATA_DEVICES = "(cpu, cuda, ...)"
+
+
+def _scalar(value, name: str):
+    """A Python number from a Python, numpy or 0-d torch number, or ``value`` unchanged."""
+    if isinstance(value, torch.Tensor):
+        if value.requires_grad:
+            raise TypeError(f"{name} requires grad, which is not supported: gradients do not flow to "
+                            f"{name}; pass a float (or a detached tensor)")
+        if value.ndim == 0 and not value.is_complex() and not value.is_meta:
+            return value.item()
+    elif isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
+        return value.item()
+    return value
 
 
 def check_positive(value, name: str, *, allow_none: bool = False):
@@ -42,6 +75,7 @@ def check_positive(value, name: str, *, allow_none: bool = False):
     """
     if value is None and allow_none:
         return None
+    value = _scalar(value, name)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a finite number > 0; got {type(value).__name__} {value!r}")
     value = float(value)
@@ -52,6 +86,7 @@ def check_positive(value, name: str, *, allow_none: bool = False):
 
 def check_int(value, name: str, *, minimum: int = 1) -> int:
     """Return ``value`` as an int after checking it is an integer >= ``minimum``."""
+    value = _scalar(value, name)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer >= {minimum}; got {type(value).__name__} {value!r}")
     if value < minimum:
@@ -72,23 +107,29 @@ def check_finite(tensor: torch.Tensor, name: str) -> None:
 
 
 def _to_tensor(x, name: str) -> torch.Tensor:
+    """``x`` as a torch tensor of a real dtype (integers and booleans not yet converted)."""
     if isinstance(x, torch.Tensor):
         tensor = x
+        if tensor.layout != torch.strided:
+            raise TypeError(f"{name} must be a dense (strided) tensor; got layout {tensor.layout}")
     elif isinstance(x, (np.ndarray, list, tuple, numbers.Number, np.generic)):
-        array = np.asarray(x)
+        try:
+            array = np.asarray(x)
+        except ValueError as exc:  # numpy refuses ragged nested sequences
+            raise TypeError(f"{name} must be a rectangular numeric array; got a ragged nested "
+                            f"sequence ({exc})") from None
         if array.dtype.kind not in "biuf":
             raise TypeError(f"{name} must be a real numeric array; got dtype {array.dtype}")
-        if array.dtype.kind != "f":
-            array = array.astype(np.float64)
         if not array.flags.writeable or not array.flags.c_contiguous:
             array = np.array(array, copy=True, order="C")
+        if array.dtype.kind == "u" and array.dtype.itemsize > 1:
+            array = array.astype(np.float64)  # torch lacks uint16..64 arithmetic
         tensor = torch.from_numpy(array)
     else:
-        raise TypeError(f"{name} must be a numpy array or a torch tensor; got {type(x).__name__}")
-    if tensor.is_complex() or tensor.dtype == torch.bool:
+        raise TypeError(f"{name} must be a numpy array, a torch tensor or a nested list; "
+                        f"got {type(x).__name__}")
+    if tensor.is_complex():
         raise TypeError(f"{name} must be a real numeric array; got dtype {tensor.dtype}")
-    if not tensor.is_floating_point():
-        tensor = tensor.to(torch.get_default_dtype())
     return tensor
 
 
@@ -107,8 +148,9 @@ def as_tensors(arrays: dict, min_ndims: dict, *, finite: bool = True):
     Returns
     -------
     tensors : list of torch.Tensor
-        In the order of ``arrays``, all floating with the promoted dtype, on the device of
-        the torch inputs (CPU when every input is numpy).
+        In the order of ``arrays``, all floating with one dtype, on the device of the torch
+        inputs (CPU when every input is numpy); see the conversion rule in the module
+        docstring.
     is_torch : bool
         Whether any input was a torch tensor (then results are returned as torch).
 
@@ -126,9 +168,14 @@ def as_tensors(arrays: dict, min_ndims: dict, *, finite: bool = True):
     if len(devices) > 1:
         raise ValueError(f"torch inputs must be on one device; got {sorted(map(str, devices))}")
     device = devices.pop() if devices else torch.device("cpu")
-    dtype = tensors[next(iter(tensors))].dtype
-    for t in tensors.values():
-        dtype = torch.promote_types(dtype, t.dtype)
+    for name, t in tensors.items():
+        if t.is_meta:
+            raise ValueError(f"{name} must be on a device that holds data {_DATA_DEVICES}; got {t.device.type}")
+    floating = [t.dtype for t in tensors.values() if t.is_floating_point()]
+    dtype = floating[0] if floating else torch.float64  # integers and booleans follow the floats
+    for other in floating[1:]:
+        dtype = torch.promote_types(dtype, other)
+    tensors = {name: t if t.dtype == dtype else t.to(dtype) for name, t in tensors.items()}
     for name, t in tensors.items():
         if t.ndim < min_ndims[name]:
             raise ValueError(
@@ -148,10 +195,30 @@ def restore(tensor: torch.Tensor, is_torch: bool):
     return tensor.detach().cpu().numpy()
 
 
+def _eps(x) -> float:
+    """Machine epsilon of the floating dtype of ``x`` (float64 for anything else)."""
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return float(torch.finfo(x.dtype).eps)
+    if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+        return float(np.finfo(x.dtype).eps)
+    return float(np.finfo(np.float64).eps)
+
+
+def simplex_tolerance(alpha, n_heads: int, atol: float = 1e-8) -> float:
+    """How far from 1 the sum of ``n_heads`` weights of ``alpha``'s dtype may be.
+
+    ``max(atol, 4·H·eps)``: each of the ``H`` entries carries a rounding error of at most
+    half an ulp of its own dtype, and the float64 sum adds no more than that again.
+    """
+    return max(atol, 4 * n_heads * _eps(alpha))
+
+
 def check_simplex(alpha, n_heads: int, name: str = "alpha", *, atol: float = 1e-8) -> np.ndarray:
     """Return ``alpha`` as a float64 numpy vector after checking it lies in the simplex.
 
-    ``None`` gives uniform weights ``1/n_heads``.
+    ``None`` gives uniform weights ``1/n_heads``. The sum may miss 1 by the rounding of
+    ``alpha``'s own dtype (:func:`simplex_tolerance`): float32 weights that sum to 1 in
+    float32 arithmetic are accepted.
 
     Examples
     --------
@@ -160,23 +227,109 @@ def check_simplex(alpha, n_heads: int, name: str = "alpha", *, atol: float = 1e-
     >>> check_simplex([0.5, 0.6], 2)
     Traceback (most recent call last):
     ...
-    ValueError: alpha must lie in the simplex (entries >= 0 summing to 1); got sum 1.1
+    ValueError: alpha must lie in the simplex (entries >= 0 summing to 1); got sum 1.1 (off by 0.1; tolerance 1e-08 for float64)
     """
     if alpha is None:
         return np.full(n_heads, 1.0 / n_heads)
+    source = alpha
     if isinstance(alpha, torch.Tensor):
+        if alpha.is_meta:
+            raise ValueError(f"{name} must be on a device that holds data {_DATA_DEVICES}; got meta")
         alpha = alpha.detach().cpu().numpy()
-    alpha = np.asarray(alpha, dtype=np.float64)
+        source = alpha
+    elif not isinstance(alpha, np.ndarray):
+        try:
+            source = np.asarray(alpha)
+        except ValueError:
+            raise TypeError(f"{name} must be a rectangular numeric array; got a ragged nested sequence") from None
+    if source.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a real numeric array; got dtype {source.dtype}")
+    alpha = np.asarray(source, dtype=np.float64)
     if alpha.shape != (n_heads,):
         raise ValueError(f"{name} must have shape ({n_heads},) (one weight per head); got {alpha.shape}")
     if not np.isfinite(alpha).all():
         raise ValueError(f"{name} must contain only finite values; got {alpha.tolist()}")
     if (alpha < 0).any():
         raise ValueError(
-            f"{name} must lie in the simplex (entries >= 0 summing to 1); got min {alpha.min():.6g}"
+            f"{name} must lie in the simplex (entries >= 0 summing to 1); got min {float(alpha.min())!r}"
         )
-    if abs(alpha.sum() - 1.0) > atol:
+    total = float(alpha.sum())
+    tol = simplex_tolerance(source, n_heads, atol)
+    if abs(total - 1.0) > tol:
+        dtype = source.dtype if source.dtype.kind == "f" else np.dtype(np.float64)
+        shown = dtype.type(total)  # the shortest repr that identifies the sum in alpha's dtype
         raise ValueError(
-            f"{name} must lie in the simplex (entries >= 0 summing to 1); got sum {alpha.sum():.6g}"
+            f"{name} must lie in the simplex (entries >= 0 summing to 1); got sum {shown!s} "
+            f"(off by {abs(total - 1.0):.3g}; tolerance {tol:.3g} for {dtype})"
         )
     return alpha
+
+
+_FLOAT_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def check_float_dtype(dtype, name: str = "dtype", *, numpy: bool = False):
+    """Return ``dtype`` as a torch dtype (or a numpy dtype with ``numpy=True``).
+
+    Accepts float32 or float64 given as a torch dtype, a numpy dtype (or type), or a name
+    (``"float32"``, ``"torch.float64"``); anything else, integers above all (they would
+    truncate the data), raises ``TypeError``.
+
+    Examples
+    --------
+    >>> check_float_dtype("float32")
+    torch.float32
+    >>> check_float_dtype(torch.int64)
+    Traceback (most recent call last):
+    ...
+    TypeError: dtype must be float32 or float64 (a torch or numpy dtype, or its name); got torch.int64
+    """
+    key = None
+    if isinstance(dtype, torch.dtype):
+        key = str(dtype).removeprefix("torch.")
+    elif isinstance(dtype, str):
+        key = dtype.removeprefix("torch.")
+    elif dtype is not None and not isinstance(dtype, (bool, numbers.Number)):
+        try:
+            key = np.dtype(dtype).name
+        except TypeError:
+            key = None
+    if key not in _FLOAT_DTYPES:
+        raise TypeError(f"{name} must be float32 or float64 (a torch or numpy dtype, or its name); got {dtype!r}")
+    return np.dtype(key) if numpy else _FLOAT_DTYPES[key]
+
+
+def check_device(device, name: str = "device") -> torch.device:
+    """Return ``device`` as a ``torch.device`` that holds data and exists on this machine.
+
+    Examples
+    --------
+    >>> check_device("cpu")
+    device(type='cpu')
+    >>> check_device("meta")
+    Traceback (most recent call last):
+    ...
+    ValueError: device must be a device that holds data (cpu, cuda, ...); got 'meta', which holds no data
+    """
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"{name} must be a torch device such as 'cpu' or 'cuda'; got {type(device).__name__} {device!r}")
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        parsed = None
+    if parsed is None or (isinstance(device, str) and device != device.strip()):
+        raise ValueError(f"{name} must be a torch device such as 'cpu' or 'cuda'; got {device!r}, "
+                         "which is not a torch device")
+    if parsed.type == "meta":
+        raise ValueError(f"{name} must be a device that holds data {_DATA_DEVICES}; got {str(device)!r}, "
+                         "which holds no data")
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (parsed.index or 0) >= count:
+            present = "CUDA is not available" if count == 0 else f"{count} CUDA device(s) present"
+            raise ValueError(f"{name} must be available on this machine; got {str(device)!r}, "
+                             f"which is not available ({present})")
+    elif parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{name} must be available on this machine; got {str(device)!r}, "
+                         "which is not available (MPS is not available)")
+    return parsed

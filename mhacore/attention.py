@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._validation import as_tensors, check_positive, check_simplex, restore
+from ._validation import as_tensors, check_float_dtype, check_positive, check_simplex, restore
 from .nw import _fused_width, nw_estimate, nw_weights
 
 __all__ = ["MultiHeadNW"]
@@ -32,15 +32,26 @@ class MultiHeadNW:
         Query and key projections of every head (numpy or torch; stored as float64 numpy
         or as given torch tensors, and cast to the data's device and dtype at each call).
     alpha : array_like of shape (H,), optional
-        Mixing weights in the simplex; default uniform ``1/H``.
+        Mixing weights in the simplex (the sum may miss 1 by the rounding of alpha's own
+        dtype); default uniform ``1/H``. A torch tensor is kept as given, so gradients
+        reach it through :meth:`__call__`.
     temperature : float, optional
-        Softmax temperature > 0; default ``sqrt(d_head)`` (standard attention).
+        Softmax temperature > 0; default ``sqrt(d_head)`` (standard attention). A tensor
+        that requires grad is refused: gradients do not flow to the temperature.
 
     Attributes
     ----------
     n_heads, p, d_head : int
-    alpha : numpy.ndarray of shape (H,)
+    alpha : numpy.ndarray or torch.Tensor of shape (H,)
+        Float64 numpy, or the torch tensor given.
     temperature : float
+
+    Notes
+    -----
+    Autograd: with torch data, gradients flow to the queries, keys and values, to torch
+    ``w_query``/``w_key`` and to a torch ``alpha``, on every computation path of
+    :func:`mhacore.nw_estimate`. With numpy data the result is numpy, so a parameter that
+    requires grad is refused (``TypeError``) rather than silently cut from the graph.
 
     Raises
     ------
@@ -72,7 +83,8 @@ class MultiHeadNW:
         self.w_query = wq if is_torch else wq.to(torch.float64)  # (H, p, d_head)
         self.w_key = wk if is_torch else wk.to(torch.float64)  # (H, p, d_head)
         self.n_heads, self.p, self.d_head = wq.shape
-        self.alpha = check_simplex(alpha, self.n_heads)
+        checked = check_simplex(alpha, self.n_heads)  # float64 numpy; a tensor is kept as given
+        self.alpha = alpha if isinstance(alpha, torch.Tensor) else checked
         temperature = check_positive(temperature, "temperature", allow_none=True)
         self.temperature = math.sqrt(self.d_head) if temperature is None else temperature
 
@@ -85,6 +97,12 @@ class MultiHeadNW:
         if values is not None:
             arrays["values"] = values
         tensors, is_torch = as_tensors(arrays, {"queries": 2, "keys": 2, "values": 1})
+        if not is_torch:
+            for name in ("w_query", "w_key", "alpha"):
+                param = getattr(self, name)
+                if isinstance(param, torch.Tensor) and param.requires_grad:
+                    raise TypeError(f"{name} requires grad, so queries, keys and values must be torch tensors "
+                                    "for gradients to flow (numpy data give a numpy result); got numpy data")
         for name, x in zip(("queries", "keys"), tensors):
             if x.shape[-1] != self.p:
                 raise ValueError(f"{name} must have p = {self.p} features (last dimension); got {x.shape[-1]}")
@@ -170,8 +188,9 @@ class MultiHeadNW:
         """The ensemble ``Σ_h α_h f̂_h``: array of shape (..., m) (claim C1)."""
         heads = self.head_estimates(queries, keys, values, chunk_size=chunk_size)  # (..., H, m)
         if isinstance(heads, np.ndarray):
-            return np.einsum("h,...hm->...m", self.alpha.astype(heads.dtype), heads)
-        alpha = torch.as_tensor(self.alpha, dtype=heads.dtype, device=heads.device)
+            alpha = self.alpha.detach().cpu().numpy() if isinstance(self.alpha, torch.Tensor) else self.alpha
+            return np.einsum("h,...hm->...m", alpha.astype(heads.dtype), heads)
+        alpha = torch.as_tensor(self.alpha).to(dtype=heads.dtype, device=heads.device)  # keeps alpha's graph
         return torch.einsum("h,...hm->...m", alpha, heads)  # (..., m)
 
     @classmethod
@@ -238,6 +257,7 @@ class MultiHeadNW:
         >>> bool(np.allclose(out.detach().numpy(), model(x[:3], x, y)))
         True
         """
+        dtype = check_float_dtype(dtype)
         p, n_heads, d_head = self.p, self.n_heads, self.d_head
         if p != n_heads * d_head:
             raise ValueError(f"to_torch needs p == n_heads * d_head = {n_heads * d_head}; got p = {p}")
@@ -248,9 +268,9 @@ class MultiHeadNW:
             w_value = torch.zeros(n_heads, d_head, p, dtype=dtype)  # (H, d_head, p)
             w_value[:, 0, 0] = 1.0
             w_out = torch.zeros(p, n_heads, d_head, dtype=dtype)  # (p, H, d_head)
-            w_out[0, :, 0] = torch.as_tensor(self.alpha, dtype=dtype)
-            wq = self.w_query.to(dtype).cpu().transpose(1, 2).reshape(p, p)  # (H d_head, p)
-            wk = self.w_key.to(dtype).cpu().transpose(1, 2).reshape(p, p)  # (H d_head, p)
+            w_out[0, :, 0] = torch.as_tensor(self.alpha).detach().to(dtype=dtype, device="cpu")
+            wq = self.w_query.detach().to(dtype).cpu().transpose(1, 2).reshape(p, p)  # (H d_head, p)
+            wk = self.w_key.detach().to(dtype).cpu().transpose(1, 2).reshape(p, p)  # (H d_head, p)
             mha.in_proj_weight.copy_(torch.cat([wq, wk, w_value.reshape(p, p)]))
             mha.in_proj_bias.zero_()
             mha.out_proj.weight.copy_(w_out.reshape(p, p))

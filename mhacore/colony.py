@@ -78,8 +78,16 @@ def scout_moments(recruit_prob, assessment_sd=1.0, reassess_sd=0.0):
     pi = _check_probability(recruit_prob, "recruit_prob")
     s = check_positive(assessment_sd, "assessment_sd")
     s_d = _check_nonnegative(reassess_sd, "reassess_sd")
-    variance = s**2 + s_d**2
-    return variance, pi**2 * s**2 / variance
+    return _variance(s, s_d), pi * pi / (1.0 + (s_d / s) ** 2)  # ρ without s², which may under/overflow
+
+
+def _variance(s: float, s_d: float) -> float:
+    """``s² + s_δ²``, or a ValueError naming the standard deviations when it overflows."""
+    variance = s * s + s_d * s_d  # float products give inf, not OverflowError
+    if not math.isfinite(variance):
+        raise ValueError(f"assessment_sd and reassess_sd must give a finite variance s² + s_d²; "
+                         f"got assessment_sd={s!r}, reassess_sd={s_d!r}, whose variance overflows float64")
+    return variance
 
 
 def colony_variance(recruit_prob, n_scouts, assessment_sd=1.0, reassess_sd=0.0) -> float:
@@ -153,8 +161,13 @@ def simulate_assessments(n_colonies, n_scouts, recruit_prob, assessment_sd=1.0, 
     if isinstance(quality, bool) or not isinstance(quality, numbers.Real) or not math.isfinite(quality):
         raise ValueError(f"quality must be a finite number; got {quality!r}")
     rng = as_generator(rng)
+    _variance(s, s_d)
     leader = s * rng.standard_normal((n_colonies, 1))  # (R, 1), shared within a colony
     recruited = rng.random((n_colonies, n_scouts)) < pi  # (R, N)
     own = s * rng.standard_normal((n_colonies, n_scouts))  # (R, N)
     noise = s_d * rng.standard_normal((n_colonies, n_scouts))  # (R, N)
-    return quality + np.where(recruited, leader, own) + noise  # (R, N)
+    assessments = quality + np.where(recruited, leader, own) + noise  # (R, N)
+    if not np.isfinite(assessments).all():
+        raise ValueError(f"the assessments overflow float64 for quality={quality!r}, assessment_sd={s!r}, "
+                         f"reassess_sd={s_d!r}; use smaller magnitudes")
+    return assessments

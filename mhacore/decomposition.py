@@ -86,6 +86,10 @@ def _assemble(head_bias, cov, alpha, mse_per_query, n_replicates):
     covariance = weighted.sum(axis=(0, 1)) - variance  # (m,)
     if mse_per_query is None:
         mse_per_query = bias**2 + variance + covariance
+    for name, term in (("mse", mse_per_query), ("bias", bias), ("variance", variance), ("covariance", covariance)):
+        if not np.isfinite(term).all():
+            raise ValueError(f"the {name} term overflows float64 (finite inputs whose squares exceed "
+                             f"{np.finfo(np.float64).max:.3g}); rescale the predictions and targets")
     return BiasVarianceCovariance(
         mse=float(mse_per_query.mean()),
         bias_sq=float((bias**2).mean()),
@@ -188,7 +192,9 @@ def design_covariance(weights, sigma: float) -> np.ndarray:
     if weights.ndim != 3:
         raise ValueError(f"weights must have shape (H, m, n); got {weights.shape}")
     sigma = _check_sigma(sigma)
-    return sigma**2 * np.einsum("hmn,gmn->hgm", weights, weights)  # (H, H, m)
+    if not np.isfinite(sigma * sigma):
+        raise ValueError(f"sigma is too large: sigma² overflows float64; got {sigma!r}")
+    return sigma * sigma * np.einsum("hmn,gmn->hgm", weights, weights)  # (H, H, m)
 
 
 def _check_sigma(sigma) -> float:

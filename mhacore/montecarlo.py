@@ -21,7 +21,7 @@ import torch
 from tqdm import tqdm
 
 from ._rng import spawn
-from ._validation import as_tensors, check_int
+from ._validation import as_tensors, check_device, check_float_dtype, check_int
 from .attention import MultiHeadNW
 from .decomposition import BiasVarianceCovariance, bias_variance_covariance
 
@@ -142,9 +142,10 @@ def simulate_heads(
         design.
     device : str or torch.device
         Where the heads run (e.g. ``"cuda"``); data are drawn by numpy, so results agree
-        across devices up to rounding.
-    dtype : torch.dtype
-        Computation dtype (float64 default).
+        across devices up to rounding. It must exist on this machine.
+    dtype : torch.dtype, numpy dtype or str
+        Computation dtype, float32 or float64 (default); integer dtypes are refused (they
+        would truncate the data).
     chunk_size : int, optional
         Replicates per batched call; default keeps ``~1.7e7`` head-query-key products per
         call.
@@ -179,6 +180,7 @@ def simulate_heads(
     if mha.p != model.p:
         raise ValueError(f"mha.p must equal model.p = {model.p}; got {mha.p}")
     n, n_replicates = check_int(n, "n"), check_int(n_replicates, "n_replicates")
+    dtype, device = check_float_dtype(dtype), check_device(device)
     (queries,), _ = as_tensors({"queries": queries}, {"queries": 2})
     if queries.shape[1:] != (model.p,) or queries.ndim != 2:
         raise ValueError(f"queries must have shape (m, p) with p = {model.p}; got {tuple(queries.shape)}")

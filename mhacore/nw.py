@@ -61,27 +61,86 @@ CPU_FLOAT32_WIDTH = 16  # float32 widths 2..15 are zero-padded to this on the CP
 
 
 def _kernel_scale(kernel, temperature, bandwidth, d: int) -> float:
-    """The factor multiplying the raw logits (⟨q,k⟩ or −‖q−k‖²)."""
+    """The factor multiplying the raw logits (⟨q,k⟩ or −‖q−k‖²).
+
+    A scale that overflows float64 (a temperature or bandwidth too small) is rejected; one
+    that underflows to 0 (huge temperature or bandwidth) is the exact limit, uniform weights.
+    """
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}; got {kernel!r}")
     if kernel == "softmax":
         if bandwidth is not None:
             raise ValueError(f"bandwidth applies to kernel='gaussian' only; got {bandwidth!r} with kernel='softmax'")
         temperature = check_positive(temperature, "temperature", allow_none=True)
-        return 1.0 / (math.sqrt(d) if temperature is None else temperature)
+        if temperature is None:
+            return 1.0 / math.sqrt(d)
+        scale = 1.0 / temperature
+        if not math.isfinite(scale):
+            raise ValueError(f"temperature is too small: 1/temperature overflows float64; got {temperature!r}")
+        return scale
     if temperature is not None:
         raise ValueError(f"temperature applies to kernel='softmax' only; got {temperature!r} with kernel='gaussian'")
     if bandwidth is None:
         raise ValueError("bandwidth must be a finite number > 0 for kernel='gaussian'; got None")
     bandwidth = check_positive(bandwidth, "bandwidth")
-    return 1.0 / (2.0 * bandwidth**2)
+    scale = 0.5 / bandwidth / bandwidth  # not bandwidth**2: that raises OverflowError
+    if not math.isfinite(scale):
+        raise ValueError(f"bandwidth is too small: 1/(2·bandwidth²) overflows float64; got {bandwidth!r}")
+    return scale
+
+
+def _check_logit_range(queries, keys, kernel: str, scale: float) -> None:
+    """Reject inputs whose logits could exceed the range of the dtype they are formed in.
+
+    Bounds without overflow: ``|⟨q,k⟩|·scale ≤ scale·d·max|q|·max|k|`` (softmax, formed in
+    the data's dtype) and ``‖q−k‖²·scale ≤ scale·d·(max|q̃| + max|k̃|)²`` on data centred
+    at the keys' mean (Gaussian, formed in float64). A margin of 16 covers the partial
+    sums. Inside these bounds the max-subtracted softmax is exact.
+    """
+    d = queries.shape[-1]
+    q, k = queries.detach(), keys.detach()
+    if kernel == "softmax":
+        dtype = queries.dtype
+        a, b = float(q.abs().amax()), float(k.abs().amax())
+        bound = max(scale * a, scale * b, scale * d * a * b)
+        what = f"largest |entry| {a:.3g} in queries and {b:.3g} in keys"
+    else:
+        dtype = torch.float64
+        centre = k.double().mean(dim=-2, keepdim=True)  # (..., 1, d)
+        a, b = float((q.double() - centre).abs().amax()), float((k.double() - centre).abs().amax())
+        bound = scale * d * (a + b) * (a + b)
+        what = f"largest |entry| {a:.3g} in queries and {b:.3g} in keys, centred at the keys' mean"
+    limit = float(torch.finfo(dtype).max) / 16
+    if not bound <= limit:  # also catches inf and NaN
+        name = "softmax" if kernel == "softmax" else "Gaussian"
+        fix = "raise the temperature" if kernel == "softmax" else "raise the bandwidth"
+        raise ValueError(
+            f"{name} logits of these inputs could overflow {str(dtype).removeprefix('torch.')}: "
+            f"|logit| up to {bound:.3g} > {limit:.3g} (scale {scale:.3g}, {what}); rescale the data or {fix}"
+        )
 
 
 def _logits(queries, keys, kernel: str, scale: float):
-    """Log-kernels ``(..., m, n)`` from queries ``(..., m, d)`` and keys ``(..., n, d)``."""
+    """Log-kernels ``(..., m, n)`` from queries ``(..., m, d)`` and keys ``(..., n, d)``.
+
+    Softmax logits come in the data's dtype, Gaussian logits in float64 (see
+    :func:`_gaussian_logits`; :func:`_in_dtype` brings them to the data's dtype).
+    """
     if kernel == "softmax":
         return (queries * scale) @ keys.transpose(-1, -2)  # (..., m, n)
     return _gaussian_logits(queries, keys, scale)
+
+
+def _in_dtype(logits, dtype):
+    """Logits in ``dtype``, shifted by their row maximum first when that is a narrower type.
+
+    The shift leaves the softmax unchanged and keeps the largest logit of every row at 0,
+    so float64 Gaussian logits beyond float32's range still give float32 weights (the
+    far keys' weights underflow to 0, as they should).
+    """
+    if logits.dtype == dtype:
+        return logits
+    return (logits - logits.detach().amax(dim=-1, keepdim=True)).to(dtype)
 
 
 def _gaussian_logits(queries, keys, scale: float):
@@ -92,17 +151,19 @@ def _gaussian_logits(queries, keys, scale: float):
     bandwidth is ~1e-7 of the data's spread; then direct squared distances (``torch.cdist``
     without the matrix-product expansion, in float64) are used instead. The expansion is one
     matrix product of augmented rows, ``[2s·q̃, −s, −s‖q̃‖²] · [k̃, ‖k̃‖², 1]``, so the
-    ``(m, n)`` logits are written once.
+    ``(m, n)`` logits are written once. Returns float64 logits whatever the data's dtype.
     """
     centre = keys.mean(dim=-2, keepdim=True)  # (..., 1, d)
     q, k = (queries - centre).double(), (keys - centre).double()  # (..., m, d), (..., n, d)
     q_sq, k_sq = q.square().sum(-1, keepdim=True), k.square().sum(-1, keepdim=True)  # (..., m, 1), (..., n, 1)
     if not _expansion_is_accurate(q_sq.max(), k_sq.max(), scale, q.shape[-1]):
         distance = torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist")  # (..., m, n)
-        return distance.square_().mul_(-scale).to(queries.dtype)
+        if distance.requires_grad:  # cdist's backward needs its output: no in-place steps
+            return distance.square().mul(-scale)
+        return distance.square_().mul_(-scale)
     q_aug = torch.cat([q * (2 * scale), torch.full_like(q_sq, -scale), q_sq * -scale], dim=-1)  # (..., m, d+2)
     k_aug = torch.cat([k, k_sq, torch.ones_like(k_sq)], dim=-1)  # (..., n, d+2)
-    return (q_aug @ k_aug.transpose(-1, -2)).to(queries.dtype)  # (..., m, n): −s‖q−k‖²
+    return q_aug @ k_aug.transpose(-1, -2)  # (..., m, n): −s‖q−k‖², float64
 
 
 def _check_pair(queries, keys):
@@ -172,7 +233,8 @@ def nw_weights(queries, keys, *, kernel="softmax", temperature=None, bandwidth=N
     _check_pair(queries, keys)
     _batch_shape({"queries": queries.shape[:-2], "keys": keys.shape[:-2]})
     scale = _kernel_scale(kernel, temperature, bandwidth, queries.shape[-1])
-    weights = torch.softmax(_logits(queries, keys, kernel, scale), dim=-1)  # (..., m, n)
+    _check_logit_range(queries, keys, kernel, scale)
+    weights = torch.softmax(_in_dtype(_logits(queries, keys, kernel, scale), queries.dtype), dim=-1)  # (..., m, n)
     return restore(weights, is_torch)
 
 
@@ -232,6 +294,7 @@ def nw_estimate(queries, keys, values, *, kernel="softmax", temperature=None, ba
         raise ValueError(f"values must have one entry per key (n = {keys.shape[-2]}); got {values.shape[-2]}")
     batch = _batch_shape({"queries": queries.shape[:-2], "keys": keys.shape[:-2], "values": values.shape[:-2]})
     scale = _kernel_scale(kernel, temperature, bandwidth, queries.shape[-1])
+    _check_logit_range(queries, keys, kernel, scale)
     if chunk_size is not None:
         chunk_size = check_int(chunk_size, "chunk_size")
     estimates = _estimate(queries, keys, values, batch, kernel, scale, chunk_size)  # (..., m, e)
@@ -252,8 +315,8 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size):
         return out
     n_batch = math.prod(batch)
     if chunk_size is None and n_batch * m * n * queries.element_size() <= DENSE_LIMIT_BYTES:
-        weights = torch.softmax(_logits(queries, keys, kernel, scale), dim=-1)  # (..., m, n)
-        return weights @ values  # (..., m, e)
+        weights = torch.softmax(_in_dtype(_logits(queries, keys, kernel, scale), queries.dtype), dim=-1)
+        return weights @ values  # (..., m, n) @ (..., n, e) -> (..., m, e)
     flat = [x.expand(*batch, *x.shape[-2:]).reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]
     out = _chunked(*flat, kernel, scale, chunk_size or KEY_BLOCK)  # (B, m, e)
     return out.reshape(*batch, m, e)
@@ -357,17 +420,29 @@ def _chunked(queries, keys, values, kernel, scale, key_block):
 
 
 def _online_softmax(queries, keys, values, kernel, scale, key_block):
-    """One query block against all keys, block by block; (b, mc, d) -> (b, mc, e)."""
-    shape = (*queries.shape[:-1], 1)
-    running_max = queries.new_full(shape, -math.inf)  # (b, mc, 1)
-    running_sum = queries.new_zeros(shape)  # (b, mc, 1)
-    numerator = queries.new_zeros(*queries.shape[:-1], values.shape[-1])  # (b, mc, e)
+    """One query block against all keys, block by block; (b, mc, d) -> (b, mc, e).
+
+    The running maximum stays in the logits' dtype (float64 for the Gaussian kernel), so
+    the exponentials are taken of shifted logits before any cast to the data's dtype. Under
+    autograd every step is out of place; otherwise the block's logits are reused in place.
+    """
+    running_max = running_sum = numerator = None
     for k0 in range(0, keys.shape[1], key_block):
         logits = _logits(queries, keys[:, k0 : k0 + key_block], kernel, scale)  # (b, mc, kc)
-        new_max = torch.maximum(running_max, logits.amax(dim=-1, keepdim=True))
-        correction = torch.exp(running_max - new_max)  # 0 on the first block
-        kernel_values = logits.sub_(new_max).exp_()  # (b, mc, kc)
-        running_sum = running_sum * correction + kernel_values.sum(dim=-1, keepdim=True)
-        numerator = torch.baddbmm(numerator * correction, kernel_values, values[:, k0 : k0 + key_block])
+        block_max = logits.detach().amax(dim=-1, keepdim=True)  # (b, mc, 1); a constant per row
+        new_max = block_max if running_max is None else torch.maximum(running_max, block_max)
+        if logits.requires_grad:
+            kernel_values = (logits - new_max).exp()
+        else:
+            kernel_values = logits.sub_(new_max).exp_()
+        kernel_values = kernel_values.to(values.dtype)  # (b, mc, kc)
+        block_values = values[:, k0 : k0 + key_block]  # (b, kc, e)
+        if running_max is None:
+            running_sum = kernel_values.sum(dim=-1, keepdim=True)  # (b, mc, 1)
+            numerator = kernel_values @ block_values  # (b, mc, e)
+        else:
+            correction = torch.exp(running_max - new_max).to(values.dtype)  # (b, mc, 1)
+            running_sum = running_sum * correction + kernel_values.sum(dim=-1, keepdim=True)
+            numerator = torch.baddbmm(numerator * correction, kernel_values, block_values)
         running_max = new_max
     return numerator / running_sum

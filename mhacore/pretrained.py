@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._validation import check_float_dtype
+
 __all__ = [
     "DEFAULT_PACKAGE",
     "PROJECTIONS",
@@ -125,12 +127,40 @@ def _weights_file(path) -> Path:
 
 
 def _safe_open(weights_file: Path):
+    """Open a safetensors file; a corrupt one raises a ValueError naming the file."""
     try:
         from safetensors import safe_open
     except ImportError:  # pragma: no cover - safetensors is in requirements.txt
         raise ImportError("reading pretrained weights needs the `safetensors` package; "
                           "install it with `pip install safetensors`") from None
-    return safe_open(str(weights_file), framework="np")
+    try:
+        return safe_open(str(weights_file), framework="np")
+    except Exception as exc:  # safetensors raises its own SafetensorError (and OSError, ...)
+        raise _corrupt(weights_file, exc) from exc
+
+
+def _corrupt(weights_file: Path, exc: Exception) -> ValueError:
+    return ValueError(f"{weights_file.name} {str(weights_file)!r} is not a readable safetensors file "
+                      f"({type(exc).__name__}: {exc}); download or copy it again")
+
+
+def _read_config(config_file: Path) -> dict:
+    """The checkpoint's config.json as a dict; corrupt files raise a ValueError naming it."""
+    where = f"config.json {str(config_file)!r}"
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{where} is not valid UTF-8 text ({exc})") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where} is not valid JSON ({exc})") from exc
+    if not isinstance(config, dict):
+        raise ValueError(f"{where} must hold a JSON object; got {type(config).__name__}")
+    if "num_attention_heads" not in config:
+        raise ValueError(f"{where} must define num_attention_heads; got keys {sorted(config)}")
+    heads = config["num_attention_heads"]
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+        raise ValueError(f"num_attention_heads must be an integer >= 1; got {heads!r} in {where}")
+    return config
 
 
 def checkpoint_info(path=None) -> CheckpointInfo:
@@ -166,10 +196,7 @@ def checkpoint_info(path=None) -> CheckpointInfo:
     if not config_file.is_file():
         raise FileNotFoundError(f"config.json must sit beside {weights_file.name} (it gives "
                                 f"num_attention_heads); got none in {str(weights_file.parent)!r}")
-    config = json.loads(config_file.read_text(encoding="utf-8"))
-    if "num_attention_heads" not in config:
-        raise ValueError(f"config.json must define num_attention_heads; got keys {sorted(config)}")
-    n_heads = int(config["num_attention_heads"])
+    n_heads = _read_config(config_file)["num_attention_heads"]
     pattern = re.compile(r"^(.*)encoder\.layer\.(\d+)\.attention\.self\.key\.weight$")
     with _safe_open(weights_file) as f:
         matches = [pattern.match(k) for k in f.keys()]
@@ -180,6 +207,9 @@ def checkpoint_info(path=None) -> CheckpointInfo:
         prefix = matches[0].group(1)
         layers = sorted(int(mt.group(2)) for mt in matches)
         shape = tuple(f.get_slice(matches[0].group(0)).get_shape())  # (H·d_head, p)
+    if len(shape) != 2:
+        raise ValueError(f"{matches[0].group(0)} in {weights_file} must be a 2-D (H·d_head, p) weight; "
+                         f"got shape {shape}")
     if layers != list(range(len(layers))):
         raise ValueError(f"encoder layers must be numbered 0..L-1; got {layers}")
     out_dim, p = shape
@@ -242,6 +272,7 @@ def load_head_projections(layer, projection="key", *, path=None, dtype=np.float6
     >>> 0.0 < head_diversity_index(w_key) < 1.0
     True
     """
+    dtype = check_float_dtype(dtype, numpy=True)
     info = checkpoint_info(path)
     name = _check_projection(projection)
     if isinstance(layer, bool) or not isinstance(layer, numbers.Integral):
@@ -253,7 +284,10 @@ def load_head_projections(layer, projection="key", *, path=None, dtype=np.float6
     with _safe_open(info.weights_file) as f:
         if key not in set(f.keys()):
             raise ValueError(f"{info.weights_file.name} must hold the weight {key!r}; it is missing")
-        weight = f.get_tensor(key)  # (H·d_head, p)
+        try:
+            weight = f.get_tensor(key)  # (H·d_head, p)
+        except Exception as exc:  # a truncated or corrupt data section
+            raise _corrupt(info.weights_file, exc) from exc
     return np.ascontiguousarray(_split_heads(weight.astype(dtype), info.n_heads))  # (H, p, d_head)
 
 

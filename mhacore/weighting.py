@@ -168,19 +168,27 @@ def effective_heads(alpha) -> float:
 
 
 def _simplex(alpha) -> np.ndarray:
-    arr = np.asarray(alpha, dtype=np.float64) if not hasattr(alpha, "detach") else alpha.detach().cpu().numpy()
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"alpha must have shape (H,) with H >= 1; got {arr.shape}")
-    return check_simplex(arr, arr.size)
+    shape = tuple(alpha.shape) if hasattr(alpha, "shape") else np.shape(alpha)
+    if len(shape) != 1 or shape[0] == 0:
+        raise ValueError(f"alpha must have shape (H,) with H >= 1; got {shape}")
+    return check_simplex(alpha, shape[0])  # keeps alpha's dtype for the tolerance
 
 
 def _square_matrix(matrix, name: str) -> np.ndarray:
-    mat = np.asarray(matrix, dtype=np.float64)
+    """``matrix`` as float64 after checking it is square, finite and symmetric.
+
+    Symmetric to the rounding of its own dtype: ``|M − Mᵀ| ≤ rtol·max|M|`` with ``rtol =
+    max(1e-10, 64·eps)`` (float32 matrices computed as ``A Aᵀ`` may differ by an ulp).
+    """
+    source = np.asarray(matrix.detach().cpu() if hasattr(matrix, "detach") else matrix)
+    eps = np.finfo(source.dtype).eps if source.dtype.kind == "f" else np.finfo(np.float64).eps
+    mat = source.astype(np.float64)
     if mat.ndim != 2 or mat.shape[0] != mat.shape[1] or mat.shape[0] == 0:
         raise ValueError(f"{name} must have shape (H, H) with H >= 1; got {mat.shape}")
     if not np.isfinite(mat).all():
         raise ValueError(f"{name} must contain only finite values; got {mat.tolist()}")
-    if not np.allclose(mat, mat.T, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(mat).max())):
+    rtol = max(1e-10, 64 * float(eps))
+    if not np.allclose(mat, mat.T, rtol=rtol, atol=rtol * 1e-2 * max(1.0, np.abs(mat).max())):
         raise ValueError(f"{name} must be symmetric; got largest asymmetry {np.abs(mat - mat.T).max():.3g}")
     return (mat + mat.T) / 2
 
@@ -229,8 +237,12 @@ def error_second_moment(covariance, bias=None) -> np.ndarray:
                          f"got {np.shape(bias)}")
     if not (np.isfinite(cov).all() and np.isfinite(b).all()):
         raise ValueError("covariance and bias must contain only finite values; got a NaN or inf")
-    second = cov + b[:, None, :] * b[None, :, :]  # (H, H, m)
-    return second.mean(axis=2)
+    with np.errstate(over="ignore"):
+        second = (cov + b[:, None, :] * b[None, :, :]).mean(axis=2)  # (H, H)
+    if not np.isfinite(second).all():
+        raise ValueError("covariance + bias biasᵀ overflows float64 (finite inputs whose products exceed "
+                         f"{np.finfo(np.float64).max:.3g}); rescale the covariance and bias")
+    return second
 
 
 def ensemble_mse(alpha, second_moment) -> float:

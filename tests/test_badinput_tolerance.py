@@ -39,13 +39,13 @@ def _predictions(n_heads):
 
 
 CALLS = {
-    "MultiHeadNW": lambda a: MultiHeadNW(np.ones((a.size, 2, 1)), np.ones((a.size, 2, 1)),
+    "MultiHeadNW": lambda a: MultiHeadNW(np.ones((len(a), 2, 1)), np.ones((len(a), 2, 1)),
                                          alpha=a)(np.zeros((2, 2)), np.ones((3, 2)), np.arange(3.0)),
     "bias_variance_covariance": lambda a: bias_variance_covariance(_predictions(a.size),
                                                                    np.zeros(3), a).mse,
     "design_decomposition": lambda a: design_decomposition(np.full((a.size, 1, 2), 0.5),
                                                            np.ones(2), np.ones(1), 1.0, a).mse,
-    "ensemble_mse": lambda a: ensemble_mse(a, np.eye(a.size)),
+    "ensemble_mse": lambda a: ensemble_mse(a, np.eye(len(a))),
     "sum_of_squares": lambda a: sum_of_squares(a),
     "effective_heads": lambda a: effective_heads(a),
 }
