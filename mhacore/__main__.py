@@ -8,8 +8,13 @@ settings, and exits with status 1 when a required package is missing.
 
 ``check`` runs the registered theorem checks (:mod:`mhacore.theorems`) at a chosen scale
 and device and writes a JSON report with provenance.  With ``--out`` the report is
-rewritten after every finished check, and ``--resume`` skips checks already in it, so an
-interrupted long run loses nothing.
+rewritten (atomically) after every finished check, and ``--resume`` keeps every result
+already in it and runs only the missing checks, so an interrupted long run loses nothing.
+``--resume`` refuses (exit 1, file untouched) when the file was made with another seed,
+scale or device, or is not a report. Kept results carry their own ``provenance``; a
+result without one was computed by the run that the top-level ``provenance`` describes.
+Bad arguments, an unwritable ``--out`` and an unavailable device are usage errors (exit 2)
+found before any work starts.
 """
 
 from __future__ import annotations
@@ -57,61 +62,150 @@ def doctor(required: dict[str, str] = REQUIRED, optional: dict[str, str] = OPTIO
     return 0
 
 
-def _load_report(path: Path) -> dict:
-    if not path.exists():
-        return {}
+class _Refusal(Exception):
+    """A reason to stop before touching an existing report (exit status 1)."""
+
+
+def _seed_arg(text: str) -> int:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SystemExit(f"--resume: {path} is not a JSON report ({exc})") from exc
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {value}")
+    return value
+
+
+def _device_arg(text: str) -> str:
+    from ._validation import check_device
+
+    try:
+        return str(check_device(text.strip().lower()))
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _check_out(parser, out: Path | None) -> None:
+    """Fail with a usage error, before any work, when ``--out`` cannot be written."""
+    if out is None:
+        return
+    if out.is_dir():
+        parser.error(f"--out: {out} is a directory; give a file name, e.g. {out / 'report.json'}")
+    probe = out.with_name(out.name + ".probe")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        parser.error(f"--out: cannot write {out} ({exc.strerror or exc})")
+
+
+def _load_report(path: Path) -> dict | None:
+    """The report in ``path`` (None when there is none), or a refusal saying why it is not one."""
+    if not path.exists():
+        return None
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _Refusal(f"{path} is not a check report (not JSON: {exc})") from None
+    if not isinstance(report, dict):
+        raise _Refusal(f"{path} is not a check report (a JSON {type(report).__name__}, not an object)")
+    results = report.get("results")
+    if not isinstance(results, list) or not all(isinstance(r, dict) and "theorem_id" in r for r in results):
+        raise _Refusal(f"{path} is not a check report (no list of results with theorem ids)")
+    missing = [k for k in ("scale", "device", "seed") if k not in report]
+    if missing:
+        raise _Refusal(f"{path} is not a check report (no {', '.join(missing)})")
+    return report
+
+
+def _kept_results(path: Path, report: dict) -> list[dict]:
+    """Results of the report in ``path`` that this run may keep (all of them), or a refusal.
+
+    Every kept result carries its own provenance: the one it already has, else that of the
+    run that wrote it (the old report's top-level provenance).
+    """
+    old = _load_report(path)
+    if old is None:
+        return []
+    for key in ("seed", "scale", "device"):
+        if old[key] != report[key]:
+            raise _Refusal(f"{path} was made with {key}={old[key]!r} and this run has {key}={report[key]!r}; "
+                           f"refusing to mix or overwrite its results. Rerun with the same {key}, "
+                           "or write to another --out")
+    return [{**r, "provenance": r.get("provenance", old.get("provenance"))} for r in old["results"]]
+
+
+def _write(out: Path, report: dict) -> None:
+    """Write the report atomically (a temporary file, then a rename)."""
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    tmp.replace(out)
 
 
 def check(argv: list[str]) -> int:
-    """Run theorem checks; see ``python -m mhacore check --help``."""
+    """Run theorem checks; see ``python -m mhacore check --help``.
+
+    Exit status: 0 when every requested check holds, 1 when one fails or when ``--resume``
+    refuses an existing file, 2 for a usage error (found before any work starts), 130
+    after Ctrl-C (finished checks are saved, and one line says so).
+    """
     from . import theorems
 
     parser = argparse.ArgumentParser(prog="python -m mhacore check",
                                      description="Run the book's registered theorem checks.")
     parser.add_argument("--theorem", action="append", metavar="ID",
-                        help="a theorem id (repeatable); default: all. "
+                        help="a theorem id (repeatable; a repeated id runs once); default: all. "
                              f"Known: {', '.join(theorems.REGISTRY) or 'none'}")
-    parser.add_argument("--scale", choices=theorems.SCALES, default="book")
-    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
-    parser.add_argument("--seed", type=int, default=theorems.DEFAULT_SEED)
+    parser.add_argument("--scale", choices=theorems.SCALES, default="book",
+                        help="problem size (default: %(default)s)")
+    parser.add_argument("--device", type=_device_arg, default="cpu",
+                        help="torch device, e.g. cpu or cuda; must exist here (default: %(default)s)")
+    parser.add_argument("--seed", type=_seed_arg, default=theorems.DEFAULT_SEED,
+                        help="integer >= 0 seeding every check (default: %(default)s)")
     parser.add_argument("--out", type=Path, help="JSON report, rewritten after each check")
     parser.add_argument("--resume", action="store_true",
-                        help="keep the checks already in --out (same scale, device, seed)")
+                        help="keep every result already in --out and run only the missing checks; "
+                             "refuses (exit 1) when --out was made with another seed, scale or "
+                             "device, or is not a report")
     args = parser.parse_args(argv)
-    ids = args.theorem or list(theorems.REGISTRY)
+    ids = list(dict.fromkeys(args.theorem or theorems.REGISTRY))  # a repeated id runs once
     unknown = [i for i in ids if i not in theorems.REGISTRY]
     if unknown:
         parser.error(f"unknown theorem id(s) {unknown}; known: {list(theorems.REGISTRY)}")
     if args.resume and args.out is None:
         parser.error("--resume needs --out")
+    _check_out(parser, args.out)
 
     report = {"provenance": provenance(["python", "-m", "mhacore", "check", *argv]),
               "scale": args.scale, "device": args.device, "seed": args.seed, "results": []}
     if args.resume:
-        old = _load_report(args.out)
-        if all(old.get(k) == report[k] for k in ("scale", "device", "seed")):
-            report["results"] = [r for r in old.get("results", []) if r["theorem_id"] in ids]
+        try:
+            report["results"] = _kept_results(args.out, report)
+        except _Refusal as exc:
+            print(f"--resume: {exc}", file=sys.stderr)
+            return 1
     done = {r["theorem_id"] for r in report["results"]}
     start = time.perf_counter()
-    for theorem_id in ids:
-        if theorem_id in done:
-            print(f"{theorem_id}: kept from {args.out}")
-            continue
-        result = theorems.run(theorem_id, scale=args.scale, device=args.device, seed=args.seed)
-        print(f"{result.summary()}  [{result.wall_time_s:.1f} s]")
-        report["results"].append(result.to_dict())
-        report["wall_time_s"] = round(time.perf_counter() - start, 3)
-        if args.out is not None:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = args.out.with_suffix(args.out.suffix + ".tmp")
-            tmp.write_text(json.dumps(report, indent=2), encoding="utf-8")
-            tmp.replace(args.out)
-    failed = [r["theorem_id"] for r in report["results"] if not r["passed"]]
-    print(f"{len(report['results']) - len(failed)} passed, {len(failed)} failed")
+    try:
+        for theorem_id in ids:
+            if theorem_id in done:
+                print(f"{theorem_id}: kept from {args.out}")
+                continue
+            result = theorems.run(theorem_id, scale=args.scale, device=args.device, seed=args.seed)
+            print(f"{result.summary()}  [{result.wall_time_s:.1f} s]")
+            report["results"].append(result.to_dict())
+            report["wall_time_s"] = round(time.perf_counter() - start, 3)
+            if args.out is not None:
+                _write(args.out, report)
+    except KeyboardInterrupt:
+        saved = (f"{len(report['results'])} finished check(s) are saved in {args.out}"
+                 if args.out is not None else "nothing saved (no --out)")
+        print(f"interrupted: {saved}", file=sys.stderr)
+        return 130
+    requested = [r for r in report["results"] if r["theorem_id"] in ids]
+    failed = [r["theorem_id"] for r in requested if not r["passed"]]
+    print(f"{len(requested) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
 
 

@@ -7,7 +7,10 @@ turn" instead of failing, and the notebook still runs top to bottom), and cells 
 ``instructor-only`` (the book's assertion that its own answer passes) are dropped.
 
 ``python -m mhacore teach instructor --out DIR`` writes the full notebooks (solutions
-included) and the teaching plan. ``--zip`` packs either into a single archive.
+included) and the teaching plan. ``--zip`` packs either into a single archive named after
+the folder. ``teach`` writes only into a new or empty folder, or one it wrote before (a
+marker file says so), and refuses otherwise unless given ``--force`` (see
+:mod:`mhacore._outdir`).
 
 In both, the figures, equations and numbers a chapter passes to its text with myst-nb's
 ``glue`` show in the output of the cell that computes them (a cell added after the imports
@@ -22,8 +25,9 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import zipfile
 from pathlib import Path
+
+from . import _outdir
 
 SOLUTION_TAG = "solution"
 INSTRUCTOR_TAG = "instructor-only"  # e.g. the hidden assert that the reference answer passes
@@ -202,18 +206,24 @@ def student_notebook(notebook):
     return nb
 
 
-def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool = False) -> Path:
+def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool = False,
+             force: bool = False) -> Path:
     """Write the student or instructor notebooks into ``out``; return the folder or zip.
 
     Parameters
     ----------
     kind : {"student", "instructor"}
     out : Path
-        The folder to write (created; existing notebooks in it are replaced).
+        The folder to write: new, empty, or one ``teach`` wrote before (see
+        :mod:`mhacore._outdir`); otherwise ``ValueError`` unless ``force``.
     book_root : Path
         The repository root holding ``_toc.yml`` and ``book/``.
     make_zip : bool
-        Also pack the folder into ``out.zip`` and return that path.
+        Also pack this run's files into ``<folder name>.zip`` beside the folder and return
+        that path.
+    force : bool
+        Write into a folder holding other files (they are kept, not packed), and replace
+        an archive ``teach`` did not make.
     """
     import jupytext
 
@@ -223,7 +233,7 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
     sources = chapter_sources(book_root)
     if not sources:
         raise ValueError(f"book_root must hold _toc.yml and MyST chapters; none in {book_root}")
-    out.mkdir(parents=True, exist_ok=True)
+    target = _outdir.prepare(out, force=force, make_zip=make_zip)
     for source in sources:
         nb = show_glued(jupytext.read(source))
         if kind == "student":
@@ -237,13 +247,7 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
         plan = (book_root / TEACHING_PLAN).read_text(encoding="utf-8")
         (out / "teaching-plan.md").write_text(plain_markdown(plan), encoding="utf-8")
     (out / "README.md").write_text(_readme(kind, sources), encoding="utf-8")
-    if not make_zip:
-        return out
-    archive = out.with_suffix(".zip")
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(out.rglob("*")):
-            zf.write(path, Path(out.name) / path.relative_to(out))
-    return archive
+    return _outdir.finish(target)
 
 
 def _readme(kind: str, sources: list[Path]) -> str:
@@ -272,10 +276,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("kind", choices=["student", "instructor"])
     parser.add_argument("--out", type=Path, required=True, help="folder to write")
     parser.add_argument("--book", type=Path, default=Path("."), help="repository root")
-    parser.add_argument("--zip", action="store_true", help="also pack the folder into a .zip")
+    parser.add_argument("--zip", action="store_true",
+                        help="also pack the notebooks into <folder name>.zip beside the folder")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a folder teach did not make (its files are kept), and "
+                             "replace an archive teach did not make")
     args = parser.parse_args(argv)
     try:
-        result = generate(args.kind, args.out, args.book, args.zip)
+        result = generate(args.kind, args.out, args.book, args.zip, force=args.force)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
