@@ -39,6 +39,8 @@ __all__ = [
     "restore",
     "check_positive",
     "check_int",
+    "check_nonnegative",
+    "check_probability",
     "check_simplex",
     "check_finite",
     "check_float_dtype",
@@ -81,6 +83,40 @@ def check_positive(value, name: str, *, allow_none: bool = False):
     value = float(value)
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+    return value
+
+
+def check_nonnegative(value, name: str) -> float:
+    """Return ``value`` as a float after checking it is a finite number >= 0.
+
+    Examples
+    --------
+    >>> check_nonnegative(0, "sigma")
+    0.0
+    """
+    value = _scalar(value, name)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a finite number >= 0; got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
+    return value
+
+
+def check_probability(value, name: str) -> float:
+    """Return ``value`` as a float after checking it is a number in [0, 1].
+
+    Examples
+    --------
+    >>> check_probability(1, "recruit_prob")
+    1.0
+    """
+    value = _scalar(value, name)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number in [0, 1]; got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not (0.0 <= value <= 1.0):
+        raise ValueError(f"{name} must be a number in [0, 1]; got {value!r}")
     return value
 
 

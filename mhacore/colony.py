@@ -25,27 +25,9 @@ import numbers
 import numpy as np
 
 from ._rng import as_generator
-from ._validation import check_int, check_positive
+from ._validation import check_int, check_nonnegative, check_positive, check_probability
 
 __all__ = ["scout_moments", "colony_variance", "simulate_assessments"]
-
-
-def _check_probability(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number in [0, 1]; got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not (0.0 <= value <= 1.0):
-        raise ValueError(f"{name} must be a number in [0, 1]; got {value!r}")
-    return value
-
-
-def _check_nonnegative(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a finite number >= 0; got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
-    return value
 
 
 def scout_moments(recruit_prob, assessment_sd=1.0, reassess_sd=0.0):
@@ -75,9 +57,9 @@ def scout_moments(recruit_prob, assessment_sd=1.0, reassess_sd=0.0):
     >>> scout_moments(0.5, 1.0, 0.5)
     (1.25, 0.2)
     """
-    pi = _check_probability(recruit_prob, "recruit_prob")
+    pi = check_probability(recruit_prob, "recruit_prob")
     s = check_positive(assessment_sd, "assessment_sd")
-    s_d = _check_nonnegative(reassess_sd, "reassess_sd")
+    s_d = check_nonnegative(reassess_sd, "reassess_sd")
     return _variance(s, s_d), pi * pi / (1.0 + (s_d / s) ** 2)  # ρ without s², which may under/overflow
 
 
@@ -155,9 +137,9 @@ def simulate_assessments(n_colonies, n_scouts, recruit_prob, assessment_sd=1.0, 
     """
     n_colonies = check_int(n_colonies, "n_colonies")
     n_scouts = check_int(n_scouts, "n_scouts")
-    pi = _check_probability(recruit_prob, "recruit_prob")
+    pi = check_probability(recruit_prob, "recruit_prob")
     s = check_positive(assessment_sd, "assessment_sd")
-    s_d = _check_nonnegative(reassess_sd, "reassess_sd")
+    s_d = check_nonnegative(reassess_sd, "reassess_sd")
     if isinstance(quality, bool) or not isinstance(quality, numbers.Real) or not math.isfinite(quality):
         raise ValueError(f"quality must be a finite number; got {quality!r}")
     rng = as_generator(rng)

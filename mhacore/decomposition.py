@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_tensors, check_simplex
+from ._validation import as_tensors, check_nonnegative, check_simplex
 
 __all__ = ["BiasVarianceCovariance", "bias_variance_covariance", "design_covariance", "design_decomposition"]
 
@@ -157,6 +157,13 @@ def bias_variance_covariance(head_predictions, target, alpha=None) -> BiasVarian
     if n_replicates < 2:
         raise ValueError(f"head_predictions must hold R >= 2 replicates; got R = {n_replicates}")
     alpha = check_simplex(alpha, n_heads)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by _assemble
+        return _monte_carlo(predictions, target, alpha)
+
+
+def _monte_carlo(predictions, target, alpha):
+    """The Monte Carlo terms from predictions (R, H, m), target (m,) and alpha (H,)."""
+    n_replicates = predictions.shape[0]
     mean = predictions.mean(axis=0)  # (H, m)
     centred = predictions - mean  # (R, H, m)
     cov = np.einsum("rhm,rgm->hgm", centred, centred) / n_replicates  # (H, H, m), ddof=0
@@ -191,18 +198,10 @@ def design_covariance(weights, sigma: float) -> np.ndarray:
     (weights,) = _numpy64({"weights": weights}, {"weights": 3})
     if weights.ndim != 3:
         raise ValueError(f"weights must have shape (H, m, n); got {weights.shape}")
-    sigma = _check_sigma(sigma)
+    sigma = check_nonnegative(sigma, "sigma")
     if not np.isfinite(sigma * sigma):
         raise ValueError(f"sigma is too large: sigma² overflows float64; got {sigma!r}")
     return sigma * sigma * np.einsum("hmn,gmn->hgm", weights, weights)  # (H, H, m)
-
-
-def _check_sigma(sigma) -> float:
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.floating, np.integer)):
-        raise TypeError(f"sigma must be a finite number >= 0; got {type(sigma).__name__}")
-    if not (np.isfinite(sigma) and sigma >= 0):
-        raise ValueError(f"sigma must be a finite number >= 0; got {sigma!r}")
-    return float(sigma)
 
 
 def design_decomposition(weights, f_keys, f_queries, sigma: float, alpha=None) -> BiasVarianceCovariance:

@@ -11,8 +11,6 @@ results do not depend on the chunk size or the device.
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 from typing import Callable
 
@@ -21,7 +19,7 @@ import torch
 from tqdm import tqdm
 
 from ._rng import spawn
-from ._validation import as_tensors, check_device, check_float_dtype, check_int
+from ._validation import as_tensors, check_device, check_float_dtype, check_int, check_nonnegative
 from .attention import MultiHeadNW
 from .decomposition import BiasVarianceCovariance, bias_variance_covariance
 
@@ -66,10 +64,7 @@ class DataModel:
         if not callable(self.f):
             raise TypeError(f"f must be callable; got {type(self.f).__name__}")
         check_int(self.p, "p")
-        if isinstance(self.sigma, bool) or not isinstance(self.sigma, numbers.Real):
-            raise TypeError(f"sigma must be a finite number >= 0; got {type(self.sigma).__name__}")
-        if not (math.isfinite(self.sigma) and self.sigma >= 0):
-            raise ValueError(f"sigma must be a finite number >= 0; got {self.sigma!r}")
+        check_nonnegative(self.sigma, "sigma")
         if not callable(self.design) and self.design not in DESIGNS:
             raise ValueError(f"design must be one of {DESIGNS} or a callable; got {self.design!r}")
 

@@ -5,9 +5,27 @@ Claim C0 of ``MATH.md``: with values ``v_i = y_i``, a softmax attention head com
 estimator with an exponential dot-product kernel; the Gaussian kernel
 ``w_i ∝ exp(−‖q − k_i‖² / (2·bandwidth²))`` is the classical one.
 
-Both kernels are computed as a softmax of log-kernels (max-subtracted), so no finite logit
-overflows and every row keeps its largest weight ``exp(0)``: the "all weights underflow"
-case cannot happen — a query far from every key puts its weight on the nearest keys.
+Both kernels are computed as a softmax of log-kernels (max-subtracted), so every row keeps
+its largest weight ``exp(0)``: the "all weights underflow" case cannot happen — a query far
+from every key puts its weight on the nearest keys. The logits themselves must fit their
+dtype: inputs whose logits could exceed it (data near the float range, or a temperature or
+bandwidth so small that the kernel scale overflows) are rejected up front with a
+``ValueError`` that gives the bound, never turned into NaN. A scale that underflows to 0
+(a huge temperature or bandwidth) is the exact limit, uniform weights.
+
+Types and devices (the rule of :mod:`mhacore._validation`, for every public function):
+floating inputs keep their dtype and the result has their promoted dtype; integer and
+boolean inputs (numpy or torch) take the floating inputs' dtype, or float64 when none is
+floating; complex, string, object and ragged inputs raise ``TypeError`` naming the
+parameter; torch inputs share one device that holds data (not ``meta``) and numpy inputs
+follow them; numpy in gives numpy out, torch in gives torch out.
+
+Autograd: gradients flow to torch queries, keys and values on every path below (fused,
+fused Gaussian, dense, chunked, and the direct-distance fallback at tiny bandwidths); the
+paths avoid in-place steps on tensors that autograd needs when an input requires grad
+(``tests/test_badinput_autograd.py`` runs ``gradcheck`` on each). Gradients do not flow to
+``temperature`` or ``bandwidth`` (Python floats): a tensor that requires grad there is
+refused with a ``TypeError``.
 
 Computation paths of :func:`nw_estimate` (``DESIGN.md``, performance notes):
 
@@ -210,10 +228,12 @@ def nw_weights(queries, keys, *, kernel="softmax", temperature=None, bandwidth=N
     Raises
     ------
     ValueError
-        Unknown kernel; bad temperature or bandwidth; NaN/inf or empty inputs; fewer than 2
-        dimensions; mismatched feature dimensions or batch shapes.
+        Unknown kernel; bad temperature or bandwidth (including one whose kernel scale
+        overflows); NaN/inf or empty inputs; logits that could overflow the dtype; fewer
+        than 2 dimensions; mismatched feature dimensions or batch shapes; a ``meta`` device.
     TypeError
-        Non-numeric inputs or parameters.
+        Non-numeric, complex, ragged or sparse inputs; non-numeric parameters; a
+        ``temperature`` or ``bandwidth`` tensor that requires grad.
 
     Examples
     --------
@@ -399,7 +419,7 @@ def _expansion_is_accurate(max_q_sq, max_k_sq, scale: float, d: int) -> bool:
     Rounding of a length-``d`` dot product and of the sums around it: at most about
     ``(2d + 16)·eps64·scale·(max‖q̃‖² + max‖k̃‖²)``.
     """
-    return (2 * d + 16) * EPS64 * scale * float(max_q_sq + max_k_sq) <= GAUSSIAN_LOGIT_TOL
+    return (2 * d + 16) * EPS64 * scale * float((max_q_sq + max_k_sq).detach()) <= GAUSSIAN_LOGIT_TOL
 
 
 def _chunked(queries, keys, values, kernel, scale, key_block):

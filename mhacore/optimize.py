@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ._rng import as_generator
-from ._validation import check_int, check_positive, check_simplex
+from ._validation import check_int, check_nonnegative, check_positive, check_probability, check_simplex
 from .diversity import head_diversity_index
 from .montecarlo import DataModel
 
@@ -121,8 +121,7 @@ def identical_subspaces(n_heads, d_head, p, *, jitter=0.0, rng=None) -> np.ndarr
     True
     """
     n_heads, d_head, p = _check_shape(n_heads, d_head, p)
-    if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not (jitter >= 0 and math.isfinite(jitter)):
-        raise ValueError(f"jitter must be a finite number >= 0; got {jitter!r}")
+    jitter = check_nonnegative(jitter, "jitter")
     rng = as_generator(rng)
     base = rng.standard_normal((1, p, d_head)).repeat(n_heads, axis=0)  # (H, p, d_head)
     noise = rng.standard_normal((n_heads, p, d_head))
@@ -262,10 +261,8 @@ def overlap_model_loss(*, variance=1.0, rho0=0.0, bias_sq=0.0) -> Callable:
     (1.0, 0.25)
     """
     variance = check_positive(variance, "variance")
-    if not (isinstance(rho0, (int, float)) and 0.0 <= rho0 <= 1.0):
-        raise ValueError(f"rho0 must be a number in [0, 1]; got {rho0!r}")
-    if not (isinstance(bias_sq, (int, float)) and bias_sq >= 0 and math.isfinite(bias_sq)):
-        raise ValueError(f"bias_sq must be a finite number >= 0; got {bias_sq!r}")
+    rho0 = check_probability(rho0, "rho0")
+    bias_sq = check_nonnegative(bias_sq, "bias_sq")
 
     def loss(bases):
         n_heads, _, d_head = bases.shape

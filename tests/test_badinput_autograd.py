@@ -44,10 +44,28 @@ PATHS = {
 }
 
 
+def _path_taken(monkeypatch, call):
+    """Which path ``call`` takes: "_fused" (a fused result), "_chunked" or "dense"."""
+    taken = []
+    fused, chunked = nw_module._fused, nw_module._chunked
+
+    def spy_fused(*args):
+        out = fused(*args)
+        taken.append("_fused" if out is not None else "fused-declined")
+        return out
+
+    monkeypatch.setattr(nw_module, "_fused", spy_fused)
+    monkeypatch.setattr(nw_module, "_chunked", lambda *a: taken.append("_chunked") or chunked(*a))
+    call()
+    monkeypatch.undo()
+    return "_chunked" if "_chunked" in taken else "_fused" if "_fused" in taken else "dense"
+
+
 @pytest.mark.parametrize("name", sorted(PATHS))
-def test_gradcheck_on_every_path(name):
-    kwargs, data, _ = PATHS[name]
+def test_gradcheck_on_every_path(name, monkeypatch):
+    kwargs, data, path = PATHS[name]
     q, k, v = _data(**data)
+    assert _path_taken(monkeypatch, lambda: nw_estimate(q, k, v, **kwargs)) == path
     assert gradcheck(lambda a, b, c: nw_estimate(a, b, c, **kwargs), (q, k, v))
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mhacore import (MultiHeadNW, bias_variance_covariance, colony_variance, design_covariance,
-                     ensemble_mse, error_second_moment, head_diversity_index, nw_estimate,
+                     error_second_moment, head_diversity_index, nw_estimate,
                      nw_weights, principal_angles, scout_moments, simulate_assessments)
 
 KEYS = np.array([[-1.0], [0.0], [2.0]])
