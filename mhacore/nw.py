@@ -107,27 +107,41 @@ def _kernel_scale(kernel, temperature, bandwidth, d: int) -> float:
     return scale
 
 
+def _extent(x):
+    """Per-feature minimum and maximum over every dimension but the last, in float64: (d,), (d,).
+
+    Reductions only: a broadcast (stride-0) input is never materialised.
+    """
+    if x.ndim == 1:
+        return x.double(), x.double()
+    dims = tuple(range(x.ndim - 1))
+    return x.amin(dim=dims).double(), x.amax(dim=dims).double()
+
+
 def _check_logit_range(queries, keys, kernel: str, scale: float) -> None:
     """Reject inputs whose logits could exceed the range of the dtype they are formed in.
 
     Bounds without overflow: ``|⟨q,k⟩|·scale ≤ scale·d·max|q|·max|k|`` (softmax, formed in
-    the data's dtype) and ``‖q−k‖²·scale ≤ scale·d·(max|q̃| + max|k̃|)²`` on data centred
-    at the keys' mean (Gaussian, formed in float64). A margin of 16 covers the partial
-    sums. Inside these bounds the max-subtracted softmax is exact.
+    the data's dtype) and ``‖q−k‖²·scale ≤ scale·d·(max|q̃| + max|k̃|)²`` with ``q̃, k̃`` the
+    data less the keys' mean (Gaussian, formed in float64), from per-feature extremes. A
+    margin of 16 covers the partial sums. Inside these bounds the max-subtracted softmax
+    is exact.
     """
     d = queries.shape[-1]
-    q, k = queries.detach(), keys.detach()
+    (q_min, q_max), (k_min, k_max) = _extent(queries.detach()), _extent(keys.detach())  # (d,) each
     if kernel == "softmax":
         dtype = queries.dtype
-        a, b = float(q.abs().amax()), float(k.abs().amax())
+        a = float(torch.maximum(q_max.abs(), q_min.abs()).max())
+        b = float(torch.maximum(k_max.abs(), k_min.abs()).max())
         bound = max(scale * a, scale * b, scale * d * a * b)
         what = f"largest |entry| {a:.3g} in queries and {b:.3g} in keys"
     else:
         dtype = torch.float64
-        centre = k.double().mean(dim=-2, keepdim=True)  # (..., 1, d)
-        a, b = float((q.double() - centre).abs().amax()), float((k.double() - centre).abs().amax())
+        c_min, c_max = _extent(keys.detach().mean(dim=-2, dtype=torch.float64))  # (d,): keys' means
+        a = float(torch.maximum(q_max - c_min, c_max - q_min).max())
+        b = float(torch.maximum(k_max - c_min, c_max - k_min).max())
         bound = scale * d * (a + b) * (a + b)
-        what = f"largest |entry| {a:.3g} in queries and {b:.3g} in keys, centred at the keys' mean"
+        what = f"largest |entry| {a:.3g} in queries and {b:.3g} in keys, less the keys' mean"
     limit = float(torch.finfo(dtype).max) / 16
     if not bound <= limit:  # also catches inf and NaN
         name = "softmax" if kernel == "softmax" else "Gaussian"
