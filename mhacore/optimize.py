@@ -138,7 +138,11 @@ def _head_weights(bases, queries, keys, scale, temperature):
 
 
 def _mixing(alpha, n_heads, dtype):
-    return torch.as_tensor(check_simplex(alpha, n_heads), dtype=dtype)
+    """Mixing weights as a tensor; a torch ``alpha`` keeps its graph (gradients reach it)."""
+    checked = check_simplex(alpha, n_heads)
+    if isinstance(alpha, torch.Tensor):
+        return alpha.to(dtype=dtype, device="cpu")
+    return torch.as_tensor(checked, dtype=dtype)
 
 
 def design_mse_loss(model: DataModel, n, m, *, n_designs=8, scale=1.0, temperature=None,

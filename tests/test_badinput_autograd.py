@@ -181,3 +181,15 @@ def test_no_grad_results_unchanged_by_the_grad_paths():
 def test_path_names_exist():
     for name in ("_fused", "_chunked", "_online_softmax", "_gaussian_logits"):
         assert hasattr(nw_module, name)
+
+
+def test_design_mse_loss_keeps_a_tensor_alpha_graph():
+    from mhacore import DataModel
+    from mhacore.optimize import design_mse_loss, random_subspaces
+
+    model = DataModel(f=lambda x: x.sum(-1), p=3, sigma=0.5)
+    alpha = torch.tensor([0.25, 0.75], dtype=torch.float64, requires_grad=True)
+    loss = design_mse_loss(model, n=6, m=3, n_designs=2, alpha=alpha, rng=0)
+    mse, _ = loss(torch.from_numpy(random_subspaces(2, 1, 3, rng=1)))
+    mse.backward()
+    assert alpha.grad is not None and torch.isfinite(alpha.grad).all()
