@@ -118,31 +118,31 @@ def _extent(x):
     return x.amin(dim=dims).double(), x.amax(dim=dims).double()
 
 
-def _check_logit_range(queries, keys, kernel: str, scale: float) -> None:
+def _check_logit_range(queries, keys, kernel: str, scale: float) -> float:
     """Reject inputs whose logits could exceed the range of the dtype they are formed in.
 
     Bounds without overflow: ``|⟨q,k⟩|·scale ≤ scale·d·max|q|·max|k|`` (softmax, formed in
     the data's dtype) and ``‖q−k‖²·scale ≤ scale·d·(max|q̃| + max|k̃|)²`` with ``q̃, k̃`` the
     data less the keys' mean (Gaussian, formed in float64), from per-feature extremes. A
     margin of 16 covers the partial sums. Inside these bounds the max-subtracted softmax
-    is exact.
+    is exact. Returns the bound on ``|logit|``.
     """
     d = queries.shape[-1]
-    (q_min, q_max), (k_min, k_max) = _extent(queries.detach()), _extent(keys.detach())  # (d,) each
     if kernel == "softmax":
         dtype = queries.dtype
-        a = float(torch.maximum(q_max.abs(), q_min.abs()).max())
-        b = float(torch.maximum(k_max.abs(), k_min.abs()).max())
+        a = float(torch.linalg.vector_norm(queries.detach(), ord=math.inf))  # max |entry|
+        b = float(torch.linalg.vector_norm(keys.detach(), ord=math.inf))
         bound = max(scale * a, scale * b, scale * d * a * b)
         what = f"largest |entry| {a:.3g} in queries and {b:.3g} in keys"
     else:
         dtype = torch.float64
+        (q_min, q_max), (k_min, k_max) = _extent(queries.detach()), _extent(keys.detach())  # (d,) each
         c_min, c_max = _extent(keys.detach().mean(dim=-2, dtype=torch.float64))  # (d,): keys' means
         a = float(torch.maximum(q_max - c_min, c_max - q_min).max())
         b = float(torch.maximum(k_max - c_min, c_max - k_min).max())
         bound = scale * d * (a + b) * (a + b)
         what = f"largest |entry| {a:.3g} in queries and {b:.3g} in keys, less the keys' mean"
-    limit = float(torch.finfo(dtype).max) / 16
+    limit = _limit(dtype)
     if not bound <= limit:  # also catches inf and NaN
         name = "softmax" if kernel == "softmax" else "Gaussian"
         fix = "raise the temperature" if kernel == "softmax" else "raise the bandwidth"
@@ -150,6 +150,12 @@ def _check_logit_range(queries, keys, kernel: str, scale: float) -> None:
             f"{name} logits of these inputs could overflow {str(dtype).removeprefix('torch.')}: "
             f"|logit| up to {bound:.3g} > {limit:.3g} (scale {scale:.3g}, {what}); rescale the data or {fix}"
         )
+    return bound
+
+
+def _limit(dtype) -> float:
+    """The largest |logit| allowed in ``dtype`` (a margin of 16 below its largest number)."""
+    return float(torch.finfo(dtype).max) / 16
 
 
 def _logits(queries, keys, kernel: str, scale: float):
@@ -163,15 +169,18 @@ def _logits(queries, keys, kernel: str, scale: float):
     return _gaussian_logits(queries, keys, scale)
 
 
-def _in_dtype(logits, dtype):
-    """Logits in ``dtype``, shifted by their row maximum first when that is a narrower type.
+def _in_dtype(logits, dtype, bound: float):
+    """Logits in ``dtype``; shifted by their row maximum first when ``bound`` exceeds its range.
 
-    The shift leaves the softmax unchanged and keeps the largest logit of every row at 0,
-    so float64 Gaussian logits beyond float32's range still give float32 weights (the
-    far keys' weights underflow to 0, as they should).
+    ``bound`` bounds ``|logit|`` (:func:`_check_logit_range`). The shift leaves the softmax
+    unchanged and keeps the largest logit of every row at 0, so float64 Gaussian logits
+    beyond float32's range still give float32 weights (the far keys' weights underflow to
+    0, as they should); within the range a plain cast is as good, and a pass cheaper.
     """
     if logits.dtype == dtype:
         return logits
+    if bound <= _limit(dtype):
+        return logits.to(dtype)
     return (logits - logits.detach().amax(dim=-1, keepdim=True)).to(dtype)
 
 
@@ -267,8 +276,8 @@ def nw_weights(queries, keys, *, kernel="softmax", temperature=None, bandwidth=N
     _check_pair(queries, keys)
     _batch_shape({"queries": queries.shape[:-2], "keys": keys.shape[:-2]})
     scale = _kernel_scale(kernel, temperature, bandwidth, queries.shape[-1])
-    _check_logit_range(queries, keys, kernel, scale)
-    weights = torch.softmax(_in_dtype(_logits(queries, keys, kernel, scale), queries.dtype), dim=-1)  # (..., m, n)
+    bound = _check_logit_range(queries, keys, kernel, scale)
+    weights = torch.softmax(_in_dtype(_logits(queries, keys, kernel, scale), queries.dtype, bound), dim=-1)  # (..., m, n)
     return restore(weights, is_torch)
 
 
@@ -328,14 +337,14 @@ def nw_estimate(queries, keys, values, *, kernel="softmax", temperature=None, ba
         raise ValueError(f"values must have one entry per key (n = {keys.shape[-2]}); got {values.shape[-2]}")
     batch = _batch_shape({"queries": queries.shape[:-2], "keys": keys.shape[:-2], "values": values.shape[:-2]})
     scale = _kernel_scale(kernel, temperature, bandwidth, queries.shape[-1])
-    _check_logit_range(queries, keys, kernel, scale)
+    bound = _check_logit_range(queries, keys, kernel, scale)
     if chunk_size is not None:
         chunk_size = check_int(chunk_size, "chunk_size")
-    estimates = _estimate(queries, keys, values, batch, kernel, scale, chunk_size)  # (..., m, e)
+    estimates = _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound)  # (..., m, e)
     return restore(estimates.squeeze(-1) if scalar else estimates, is_torch)
 
 
-def _estimate(queries, keys, values, batch, kernel, scale, chunk_size):
+def _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound=0.0):
     """Dispatch to the fused, dense or chunked path; returns (*batch, m, e)."""
     m, n, e = queries.shape[-2], keys.shape[-2], values.shape[-1]
     out = None
@@ -349,7 +358,7 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size):
         return out
     n_batch = math.prod(batch)
     if chunk_size is None and n_batch * m * n * queries.element_size() <= DENSE_LIMIT_BYTES:
-        weights = torch.softmax(_in_dtype(_logits(queries, keys, kernel, scale), queries.dtype), dim=-1)
+        weights = torch.softmax(_in_dtype(_logits(queries, keys, kernel, scale), queries.dtype, bound), dim=-1)
         return weights @ values  # (..., m, n) @ (..., n, e) -> (..., m, e)
     flat = [x.expand(*batch, *x.shape[-2:]).reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]
     out = _chunked(*flat, kernel, scale, chunk_size or KEY_BLOCK)  # (B, m, e)
