@@ -36,6 +36,7 @@ import torch
 
 __all__ = [
     "as_tensors",
+    "as_float64_numpy",
     "restore",
     "check_positive",
     "check_int",
@@ -222,6 +223,22 @@ def as_tensors(arrays: dict, min_ndims: dict, *, finite: bool = True):
         if finite:
             check_finite(t, name)
     return [t.to(device=device, dtype=dtype) for t in tensors.values()], is_torch
+
+
+def as_float64_numpy(x, name: str) -> np.ndarray:
+    """``x`` (numpy, nested list or torch) as a float64 numpy array, with the messages of
+    :func:`as_tensors` for non-numeric, complex or ragged input; NaN/inf are kept (the
+    caller checks them with its own message).
+
+    Examples
+    --------
+    >>> as_float64_numpy([[1, 2]], "matrix")
+    array([[1., 2.]])
+    """
+    tensor = _to_tensor(x, name)
+    if tensor.is_meta:
+        raise ValueError(f"{name} must be on a device that holds data {_DATA_DEVICES}; got meta")
+    return tensor.detach().to(device="cpu", dtype=torch.float64).numpy()
 
 
 def restore(tensor: torch.Tensor, is_torch: bool):

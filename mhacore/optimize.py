@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ._rng import as_generator
-from ._validation import check_int, check_nonnegative, check_positive, check_probability, check_simplex
+from ._validation import as_float64_numpy, check_int, check_nonnegative, check_positive, check_probability, check_simplex
 from .diversity import head_diversity_index
 from .montecarlo import DataModel
 
@@ -281,6 +281,22 @@ def overlap_model_loss(*, variance=1.0, rho0=0.0, bias_sq=0.0) -> Callable:
 
 
 # ----------------------------------------------------------------------------- optimiser
+def _evaluate(loss, bases, step):
+    """``loss(bases)``, checked: a finite scalar tensor that depends on the bases, and a dict."""
+    out = loss(bases)
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], torch.Tensor)
+            and out[0].numel() == 1 and isinstance(out[1], dict)):
+        raise TypeError("loss must return (scalar tensor, dict of floats); "
+                        f"got {type(out).__name__} {out!r:.80}")
+    value, terms = out
+    if not value.requires_grad:
+        raise ValueError("loss must return a tensor computed from the bases (it has no gradient); "
+                         f"got {value!r}")
+    if not torch.isfinite(value.detach()).all():
+        raise ValueError(f"loss must return a finite value; got {float(value.detach())} at step {step}")
+    return value.reshape(()), terms
+
+
 @dataclass(frozen=True)
 class OptimizationResult:
     """Outcome of :func:`optimize_subspaces`.
@@ -336,9 +352,7 @@ def optimize_subspaces(initial_bases, loss: Callable, *, n_steps=200, learning_r
     >>> print(f"HDI {result.history['hdi'][0]:.2f} -> {result.history['hdi'][-1]:.6f}")
     HDI 0.01 -> 1.000000
     """
-    if isinstance(initial_bases, torch.Tensor):
-        initial_bases = initial_bases.detach().cpu().numpy()
-    start = np.asarray(initial_bases, dtype=np.float64)
+    start = as_float64_numpy(initial_bases, "initial_bases")
     if start.ndim != 3 or start.shape[0] < 2 or start.shape[2] > start.shape[1]:
         raise ValueError(f"initial_bases must have shape (H, p, d_head) with H >= 2 and d_head <= p; got {start.shape}")
     if not np.isfinite(start).all():
@@ -360,7 +374,7 @@ def optimize_subspaces(initial_bases, loss: Callable, *, n_steps=200, learning_r
 
     for step in range(n_steps + 1):
         u = bases.clone().requires_grad_(True)
-        value, terms = loss(u)
+        value, terms = _evaluate(loss, u, step)
         (gradient,) = torch.autograd.grad(value, u)
         direction = tangent_projection(bases, gradient)  # (H, p, d_head)
         grad_norm = float(direction.norm())

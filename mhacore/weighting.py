@@ -16,8 +16,9 @@ import numbers
 import numpy as np
 import scipy.linalg
 import scipy.optimize
+import torch
 
-from ._validation import check_int, check_simplex
+from ._validation import as_float64_numpy, check_int, check_simplex
 
 __all__ = [
     "uniform_weights",
@@ -168,7 +169,9 @@ def effective_heads(alpha) -> float:
 
 
 def _simplex(alpha) -> np.ndarray:
-    shape = tuple(alpha.shape) if hasattr(alpha, "shape") else np.shape(alpha)
+    if not isinstance(alpha, (np.ndarray, torch.Tensor)):
+        alpha = as_float64_numpy(alpha, "alpha")  # lists; clear errors for str, None, ragged
+    shape = tuple(alpha.shape)
     if len(shape) != 1 or shape[0] == 0:
         raise ValueError(f"alpha must have shape (H,) with H >= 1; got {shape}")
     return check_simplex(alpha, shape[0])  # keeps alpha's dtype for the tolerance
@@ -180,9 +183,10 @@ def _square_matrix(matrix, name: str) -> np.ndarray:
     Symmetric to the rounding of its own dtype: ``|M − Mᵀ| ≤ rtol·max|M|`` with ``rtol =
     max(1e-10, 64·eps)`` (float32 matrices computed as ``A Aᵀ`` may differ by an ulp).
     """
-    source = np.asarray(matrix.detach().cpu() if hasattr(matrix, "detach") else matrix)
-    eps = np.finfo(source.dtype).eps if source.dtype.kind == "f" else np.finfo(np.float64).eps
-    mat = source.astype(np.float64)
+    dtype = getattr(matrix, "dtype", None)
+    eps = torch.finfo(dtype).eps if isinstance(dtype, torch.dtype) and dtype.is_floating_point else (
+        np.finfo(dtype).eps if isinstance(dtype, np.dtype) and dtype.kind == "f" else np.finfo(np.float64).eps)
+    mat = as_float64_numpy(matrix, name)
     if mat.ndim != 2 or mat.shape[0] != mat.shape[1] or mat.shape[0] == 0:
         raise ValueError(f"{name} must have shape (H, H) with H >= 1; got {mat.shape}")
     if not np.isfinite(mat).all():
@@ -223,13 +227,13 @@ def error_second_moment(covariance, bias=None) -> np.ndarray:
     array([[2. , 0.5],
            [0.5, 2. ]])
     """
-    cov = np.asarray(covariance, dtype=np.float64)
+    cov = as_float64_numpy(covariance, "covariance")
     if cov.ndim == 2:
         cov = cov[:, :, None]  # (H, H, 1)
     if cov.ndim != 3 or cov.shape[0] != cov.shape[1] or cov.shape[0] == 0:
         raise ValueError(f"covariance must have shape (H, H) or (H, H, m); got {np.shape(covariance)}")
     n_heads, _, m = cov.shape
-    b = np.zeros((n_heads, m)) if bias is None else np.asarray(bias, dtype=np.float64)
+    b = np.zeros((n_heads, m)) if bias is None else as_float64_numpy(bias, "bias")
     if b.ndim == 1:
         b = b[:, None]  # (H, 1)
     if b.shape != (n_heads, m):

@@ -15,6 +15,8 @@ import torch
 from mhacore import (DataModel, MultiHeadNW, bias_variance_covariance, design_covariance,
                      head_diversity_index, nw_estimate, nw_weights,
                      principal_angles, simulate_heads)
+from mhacore import ensemble_mse, error_second_moment, optimal_weights, sum_of_squares
+from mhacore.optimize import optimize_subspaces, random_subspaces
 from mhacore.pretrained import load_head_projections
 from mhacore._rng import as_generator, spawn
 from mhacore._validation import check_int, check_positive
@@ -111,6 +113,23 @@ REJECTED = [
     (lambda: principal_angles("ab", np.eye(2)), TypeError, r"a must be a numpy array, a torch tensor or a nested list; got str"),
     (lambda: design_covariance([["x"]], 1.0), TypeError, r"weights must be a real numeric array"),
     (lambda: MHA(Q, K, ["1", "2", "3"]), TypeError, r"values must be a real numeric array"),
+    (lambda: error_second_moment([[1.0, 2.0], [3.0]]), TypeError, r"covariance must be a rectangular numeric array"),
+    (lambda: error_second_moment("ab"), TypeError, r"covariance must be a numpy array, a torch tensor or a nested list; got str"),
+    (lambda: error_second_moment(None), TypeError, r"covariance must be a numpy array, .* got NoneType"),
+    (lambda: error_second_moment(np.eye(2), bias=["a", "b"]), TypeError, r"bias must be a real numeric array"),
+    (lambda: ensemble_mse([0.5, 0.5], "ab"), TypeError, r"second_moment must be a numpy array, .* got str"),
+    (lambda: ensemble_mse([0.5, [0.5]], np.eye(2)), TypeError, r"alpha must be a rectangular numeric array"),
+    (lambda: ensemble_mse("ab", np.eye(2)), TypeError, r"alpha must be a numpy array, .* got str"),
+    (lambda: sum_of_squares(None), TypeError, r"alpha must be a numpy array, .* got NoneType"),
+    (lambda: optimal_weights(np.eye(2) * (1 + 1j)), TypeError, r"second_moment must be a real numeric array; got dtype complex128"),
+    (lambda: optimize_subspaces(random_subspaces(2, 1, 3, rng=0), lambda b: 3.0, n_steps=1), TypeError,
+     r"loss must return \(scalar tensor, dict of floats\); got float 3.0"),
+    (lambda: optimize_subspaces(random_subspaces(2, 1, 3, rng=0), lambda b: (b.sum() * np.nan, {}), n_steps=1),
+     ValueError, r"loss must return a finite value; got nan at step 0"),
+    (lambda: optimize_subspaces(random_subspaces(2, 1, 3, rng=0), lambda b: (torch.tensor(1.0), {}), n_steps=1),
+     ValueError, r"loss must return a tensor computed from the bases"),
+    (lambda: optimize_subspaces("abc", lambda b: (b.sum(), {}), n_steps=1), TypeError,
+     r"initial_bases must be a numpy array, a torch tensor or a nested list; got str"),
 ]
 
 
