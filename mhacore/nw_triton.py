@@ -17,8 +17,11 @@ Logits, in base 2 (``exp(x) = 2^(x·log₂e)``, the factor folded into the queri
   the softmax). Used only when the rounding bound of :func:`mhacore.nw._expansion_is_accurate`
   holds in the inputs' dtype (``(2d + 16)·eps·s·(max‖q̃‖² + max‖k̃‖²)`` at most 2e-6 in
   float32, 1e-8 in float64);
-* Gaussian, direct form otherwise: ``−Σ_j (q̃_j·r − k̃_j·r)²`` with ``r = sqrt(s·log₂e)``,
-  one subtraction and one multiply-add per coordinate, accurate at any bandwidth.
+* Gaussian, direct form otherwise: ``−s·log₂e·Σ_j (q_j − k_j)²`` on the raw data, one
+  subtraction and one multiply-add per coordinate. A float difference carries a rounding
+  error relative to itself, so each logit is accurate to about ``(d + 3)·eps`` relative at
+  any bandwidth (centring or scaling the data first would add errors relative to the
+  data's spread, which dominate at tiny bandwidths).
 
 Batch dimensions broadcast as in :func:`mhacore.nw.nw_estimate`: each input is expanded to
 the common batch shape and viewed as ``(B1, B2, L, c)`` with ``B2`` the last batch dimension
@@ -126,27 +129,29 @@ def triton_estimate(queries, keys, values, *, kernel="softmax", scale, gaussian_
             f"{values.dtype}, batch {tuple(batch)}"
         )
     queries, keys, key_bias, logits = _prepared_logit_inputs(queries, keys, kernel, scale, gaussian_form)
-    return _launch(queries, keys, values, key_bias, batch, logits, blocks or default_blocks(d, queries.dtype, logits))
+    blocks = blocks or default_blocks(d, queries.dtype, logits)
+    return _launch(queries, keys, values, key_bias, batch, logits, scale * LOG2E, blocks)
 
 
 def _prepared_logit_inputs(queries, keys, kernel, scale, gaussian_form):
-    """Queries and keys rescaled so that the kernel's base-2 logits need no further factor.
+    """Queries, keys and key bias for the kernel's base-2 logits, and the logit form.
 
     ``(..., m, d), (..., n, d) -> (..., m, d), (..., n, d), key_bias (..., n, 1) or None, form``.
+    The dot-product forms fold the factor into the queries; the direct form gets it in the kernel.
     """
     if kernel == "softmax":
         return queries * (scale * LOG2E), keys, None, LOGITS_DOT
+    if gaussian_form == "direct":
+        return queries, keys, None, LOGITS_DIRECT
     centre = keys.mean(dim=-2, keepdim=True)  # (..., 1, d)
     q, k = queries - centre, keys - centre  # (..., m, d), (..., n, d)
     k_sq = k.double().square().sum(-1, keepdim=True)  # (..., n, 1)
     if gaussian_form == "auto":
         accurate = _expansion_is_accurate(q.double().square().sum(-1).max(), k_sq.max(), scale, q.shape[-1], q.dtype)
-        gaussian_form = "centred" if accurate else "direct"
-    if gaussian_form == "centred":
-        key_bias = (k_sq * (-scale * LOG2E)).to(keys.dtype)  # (..., n, 1)
-        return q * (2 * scale * LOG2E), k, key_bias, LOGITS_DOT_KEY_BIAS
-    root = math.sqrt(scale * LOG2E)
-    return q * root, k * root, None, LOGITS_DIRECT
+        if not accurate:
+            return queries, keys, None, LOGITS_DIRECT
+    key_bias = (k_sq * (-scale * LOG2E)).to(keys.dtype)  # (..., n, 1)
+    return q * (2 * scale * LOG2E), k, key_bias, LOGITS_DOT_KEY_BIAS
 
 
 def default_blocks(d: int, dtype: torch.dtype, logits: int = LOGITS_DOT) -> dict:
@@ -162,17 +167,18 @@ def _four_d(x, batch, lead):
     return x.expand(*batch, *x.shape[-2:]).reshape(*lead, *x.shape[-2:])
 
 
-def _launch(queries, keys, values, key_bias, batch, logits, blocks):
+def _launch(queries, keys, values, key_bias, batch, logits, direct_scale, blocks):
     """Run the kernel; (..., m, d), (..., n, d), (..., n, e), (..., n, 1) or None -> (*batch, m, e)."""
     lead = (1, 1) if not batch else (math.prod(batch[:-1]), batch[-1])  # (B1, B2)
     q, k, v = (_four_d(x, batch, lead) for x in (queries, keys, values))  # (B1, B2, m, d), (B1, B2, n, d), (B1, B2, n, e)
     bias = k[..., :1] if key_bias is None else _four_d(key_bias, batch, lead)  # (B1, B2, n, 1); unread without a bias
     m, n, d, e = q.shape[2], k.shape[2], q.shape[3], v.shape[3]
     out = q.new_empty(*lead, m, e)  # (B1, B2, m, e)
+    direct_scale = q.new_full((1,), direct_scale)  # a tensor: a Python float would reach the kernel as float32
     block_m, block_n = blocks["BLOCK_M"], blocks["BLOCK_N"]
     grid = (triton.cdiv(m, block_m), lead[0] * lead[1])
     _nw_kernel[grid](
-        q, k, v, bias, out, m, n, lead[1],
+        q, k, v, bias, out, m, n, lead[1], direct_scale,
         *q.stride(), *k.stride(), *v.stride(), *bias.stride()[:3], *out.stride(),
         D=d, E=e, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(d)),
         BLOCK_E=1 if e == 1 else 16, LOGITS=logits,
@@ -185,7 +191,7 @@ if triton is not None:
 
     @triton.jit
     def _nw_kernel(
-        queries, keys, values, key_bias, out, m, n, heads,
+        queries, keys, values, key_bias, out, m, n, heads, direct_scale_ptr,
         q_s0, q_s1, q_s2, q_s3, k_s0, k_s1, k_s2, k_s3, v_s0, v_s1, v_s2, v_s3, b_s0, b_s1, b_s2,
         o_s0, o_s1, o_s2, o_s3,
         D: tl.constexpr, E: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -206,19 +212,21 @@ if triton is not None:
         if LOGITS != 2:  # dot-product logits: the query block stays in registers
             q = tl.load(queries + rows[:, None] * q_s2 + cols_d[None, :] * q_s3,
                         mask=row_ok[:, None] & (cols_d[None, :] < D), other=0.0)  # (BLOCK_M, BLOCK_D)
+        neg_scale = -tl.load(direct_scale_ptr)  # direct Gaussian form only
         running_max = tl.full((BLOCK_M,), float("-inf"), dtype)
         running_sum = tl.zeros((BLOCK_M,), dtype)
         numerator = tl.zeros((BLOCK_M, BLOCK_E), dtype)
         for start in range(0, n, BLOCK_N):
             key_idx = start + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
             key_ok = key_idx < n
-            if LOGITS == 2:  # −Σ_j (q_j − k_j)², coordinate by coordinate
-                logits = tl.zeros((BLOCK_M, BLOCK_N), dtype)
+            if LOGITS == 2:  # −s·log₂e·Σ_j (q_j − k_j)², coordinate by coordinate
+                distance = tl.zeros((BLOCK_M, BLOCK_N), dtype)
                 for j in tl.static_range(D):
                     q_j = tl.load(queries + rows * q_s2 + j * q_s3, mask=row_ok, other=0.0)  # (BLOCK_M,)
                     k_j = tl.load(keys + key_idx * k_s2 + j * k_s3, mask=key_ok, other=0.0)  # (BLOCK_N,)
                     diff = q_j[:, None] - k_j[None, :]
-                    logits -= diff * diff
+                    distance += diff * diff
+                logits = distance * neg_scale
             else:
                 k = tl.load(keys + key_idx[:, None] * k_s2 + cols_d[None, :] * k_s3,
                             mask=key_ok[:, None] & (cols_d[None, :] < D), other=0.0)  # (BLOCK_N, BLOCK_D)
