@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import statistics
 import sys
 import time
 
+import gpu_table  # beside this script
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-import gpu_table  # beside this script
 import mhacore
 from mhacore import DataModel, MultiHeadNW, nw_estimate, simulate_heads
 
@@ -59,7 +59,7 @@ def check(label, got, expected, values_scale, dtype, failures):
     """Compare ``got()`` (called here, so that an exception is a failure, not a crash) with ``expected``."""
     try:
         error = (got().double().cpu() - expected).abs().max().item() / values_scale
-    except Exception as exc:  # noqa: BLE001 - report and go on: the run is one call on a lent machine
+    except Exception as exc:  # noqa: BLE001 (report and go on: the run is one call on a lent machine)
         print(f"  FAIL {label:<58} raised {type(exc).__name__}: {str(exc).splitlines()[0][:100] if str(exc) else ''}")
         failures.append(label)
         return
@@ -82,7 +82,7 @@ def correctness(device, small):
             expected = nw_estimate(queries, keys, values, kernel=kernel, chunk_size=chunk, **params)
             for dtype in (torch.float64, torch.float32):
                 args = [x.to(device, dtype) for x in (queries, keys, values)]
-                got = lambda: nw_estimate(*args, kernel=kernel, chunk_size=chunk, **params)  # noqa: E731
+                got = functools.partial(nw_estimate, *args, kernel=kernel, chunk_size=chunk, **params)
                 check(f"nw_estimate {kernel} chunk_size={chunk} {dtype}", got, expected, scale, dtype, failures)
     # the Triton kernel's range on CUDA: scalar and 8-wide values, keys broadcast over a batch,
     # and a bandwidth small enough that only direct squared distances stay accurate
@@ -94,7 +94,7 @@ def correctness(device, small):
         expected = nw_estimate(q, k, v, kernel=kernel, **params)
         for dtype in (torch.float64, torch.float32):
             args = [x.to(device, dtype) for x in (q, k, v)]
-            got = lambda: nw_estimate(*args, kernel=kernel, **params)  # noqa: E731
+            got = functools.partial(nw_estimate, *args, kernel=kernel, **params)
             label = f"nw_estimate {kernel} q{tuple(q.shape)} k{tuple(k.shape)} v{tuple(v.shape)} {dtype}"
             check(label.replace("torch.", ""), got, expected, v.abs().max().item(), dtype, failures)
     w = torch.randn(2, 4, d, 2, generator=g, dtype=torch.float64)
@@ -102,11 +102,11 @@ def correctness(device, small):
     x, y = torch.randn(8, n // 4, d, generator=g, dtype=torch.float64), torch.randn(8, n // 4, generator=g, dtype=torch.float64)
     expected = mha.head_estimates(queries[0], x, y)
     for dtype in (torch.float64, torch.float32):
-        got = lambda: mha.head_estimates(queries[0].to(device, dtype), x.to(device, dtype), y.to(device, dtype))  # noqa: E731
+        got = functools.partial(mha.head_estimates, *(a.to(device, dtype) for a in (queries[0], x, y)))
         check(f"MultiHeadNW.head_estimates (R=8, H=4) {dtype}", got, expected, y.abs().max().item(), dtype, failures)
     model = DataModel(f=lambda z: np.sin(z).sum(-1), p=d, sigma=0.5)
     cpu = simulate_heads(model, mha, n // 4, queries[0].numpy(), 16, rng=1)
-    dev = lambda: torch.from_numpy(simulate_heads(model, mha, n // 4, queries[0].numpy(), 16, rng=1, device=device))  # noqa: E731
+    dev = lambda: torch.from_numpy(simulate_heads(model, mha, n // 4, queries[0].numpy(), 16, rng=1, device=device))
     check("simulate_heads (R=16) float64", dev, torch.from_numpy(cpu), 1.0, torch.float64, failures)
     return failures
 
@@ -131,7 +131,7 @@ def kernels(device, small):
             "MultiHeadNW batched (stride-0 views)": lambda: mha.head_estimates(x[0, :m], x, y),
         }
         for label, fn in cases.items():
-            print(f"  {label:<38} {str(dtype):<14} {gpu_table.implementation(fn, device)}")
+            print(f"  {label:<38} {dtype!s:<14} {gpu_table.implementation(fn, device)}")
 
 
 def timings(device, small, repeats, budget):
@@ -141,7 +141,7 @@ def timings(device, small, repeats, budget):
         print(f"\nMonte Carlo, memory and the Triton sweep skipped: past the {budget:.0f} s budget")
         return
     factor = 0.1 if small else 1.0  # --small: a tenth of the sizes (for a CPU smoke run)
-    size = lambda k: max(8, int(k * factor))  # noqa: E731
+    size = lambda k: max(8, int(k * factor))
     g = torch.Generator(device=device).manual_seed(1)
     print(f"\nMonte Carlo and memory on {device}, float32, 10x bench_nw.py sizes{' (x0.1: --small)' if small else ''}")
     R, H, n, m, d_head = size(640), 8, 2000, 256, 8

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import os
+import functools
 import math
+import os
 import statistics
 import time
 
@@ -75,7 +76,7 @@ def implementation(fn, device) -> str:
         with torch.profiler.profile(activities=activities) as prof:
             fn()
             sync(device)
-    except Exception as exc:  # noqa: BLE001 - the timing of the row is worth keeping without it
+    except Exception as exc:  # noqa: BLE001 (keep the row's timing without the implementation column)
         return f"profiler failed: {type(exc).__name__}"
     ops = sorted({e.name.removeprefix("aten::") for e in prof.events()
                   if "scaled_dot_product" in e.name and e.name != "aten::scaled_dot_product_attention"})
@@ -139,7 +140,7 @@ def augmented_rows(queries, keys, values, scale):
     q_aug = torch.cat([2 * scale * q, torch.full_like(q[:, :1], -scale)], dim=1)  # (m, d+1)
     k_aug = torch.cat([k, k.square().sum(1, keepdim=True)], dim=1)  # (n, d+1)
     width = -(-(q.shape[1] + 1) // 8) * 8
-    pad = lambda x: F.pad(x, (0, width - x.shape[-1]))[None, None]  # noqa: E731
+    pad = lambda x: F.pad(x, (0, width - x.shape[-1]))[None, None]
     return pad(q_aug), pad(k_aug), pad(values[:, None])
 
 
@@ -221,7 +222,7 @@ def table(device, small, budget):
                 error = (out - references[kernel]).abs().max().item() / scale_v if kernel in references else math.nan
                 results[(n, m, d, label)] = m * n / t / 1e9
                 print(f"    {label:<46} {m * n / t / 1e9:>10.4g} {error:>9.1e}  {implementation(fn, device)}")
-            except Exception as exc:  # noqa: BLE001 - one failing path must not hide the others
+            except Exception as exc:  # noqa: BLE001 (one failing path must not hide the others)
                 print(f"    {label:<46} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}")
         ratios(results, n, m, d, floor)
     return results
@@ -268,10 +269,11 @@ def sweep(device, small, budget):
                 break
             blocks = {"BLOCK_M": block_m, "BLOCK_N": block_n, "num_warps": warps, "num_stages": 2}
             try:
-                t, _ = seconds(lambda: nw_triton.triton_estimate(q, k, v, kernel=kernel, scale=0.25,
-                                                                 gaussian_form=form, blocks=blocks), device)
+                run = functools.partial(nw_triton.triton_estimate, q, k, v, kernel=kernel, scale=0.25,
+                                        gaussian_form=form, blocks=blocks)
+                t, _ = seconds(run, device)
                 cells.append(f"{block_m}/{block_n}/{warps}: {m * n / t / 1e9:.0f}")
-            except Exception as exc:  # noqa: BLE001 - e.g. out of registers or shared memory
+            except Exception as exc:  # noqa: BLE001 (e.g. out of registers or shared memory)
                 cells.append(f"{block_m}/{block_n}/{warps}: {type(exc).__name__}")
         print(f"  {(n, m, d)} {str(dtype).removeprefix('torch.')} {kernel} {form}: " + ", ".join(cells))
 
