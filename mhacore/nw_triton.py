@@ -221,7 +221,7 @@ if triton is not None:
             key_ok = key_idx < n
             if LOGITS == 2:  # −s·log₂e·Σ_j (q_j − k_j)², coordinate by coordinate
                 distance = tl.zeros((BLOCK_M, BLOCK_N), dtype)
-                for j in tl.static_range(D):
+                for j in range(D):  # a loop, not unrolled: unrolling d = 128 took minutes to compile
                     q_j = tl.load(queries + rows * q_s2 + j * q_s3, mask=row_ok, other=0.0)  # (BLOCK_M,)
                     k_j = tl.load(keys + key_idx * k_s2 + j * k_s3, mask=key_ok, other=0.0)  # (BLOCK_N,)
                     diff = q_j[:, None] - k_j[None, :]

@@ -243,3 +243,35 @@ def test_float32_augmented_rows_within_1e5_where_the_bound_allows():
     assert got is not None and got.dtype == torch.float32
     assert relative_error(got, reference(queries, keys, values, "gaussian", scale)) <= 1e-5
     assert nw_module._fused_gaussian(*args32, torch.Size([]), 1.02 * scale / 0.99) is None  # just outside
+
+
+# The same kernel compiled for an H100/H200 (sm_90) without a GPU: Triton's front end, LLVM
+# and the ptxas shipped in the triton wheel. This checks what the interpreter cannot: that
+# every logit form compiles, that float32 dot products are plain FMAs (no TF32 tensor-core
+# instruction in the PTX), that float64 uses no approximate exp2, and that nothing spills.
+COMPILED = [("fp32", 0, 1, 16), ("fp32", 2, 8, 128), ("fp64", 1, 2, 64)]
+
+
+@requires_triton
+@pytest.mark.parametrize(("dtype", "logits", "width", "d"), COMPILED)
+def test_kernel_compiles_for_sm90_without_tf32(dtype, logits, width, d):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from triton.runtime.jit import JITFunction
+
+    from mhacore import nw_triton
+
+    kernel = JITFunction(nw_triton._nw_kernel.fn)  # compiled even where the module was loaded for the interpreter
+    constants = {"D": d, "E": width, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_D": max(16, triton.next_power_of_2(d)),
+                 "BLOCK_E": 1 if width == 1 else 16, "LOGITS": logits}
+    pointers = ("queries", "keys", "values", "key_bias", "out", "direct_scale_ptr")
+    signature = {name: ("constexpr" if name in constants else f"*{dtype}" if name in pointers else "i32")
+                 for name in kernel.arg_names}
+    compiled = triton.compile(ASTSource(kernel, signature, constants), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": 4, "num_stages": 2})
+    ptx = compiled.asm["ptx"]
+    assert "tf32" not in ptx
+    assert ("ex2.approx.f32" in ptx or "ex2.approx.ftz.f32" in ptx) == (dtype == "fp32")
+    assert "st.local" not in ptx  # no register spills
