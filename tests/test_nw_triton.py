@@ -11,6 +11,7 @@ make several ragged key and query blocks out of them.
 import importlib
 import importlib.util
 import math
+import os
 
 import numpy as np
 import pytest
@@ -249,21 +250,20 @@ def test_float32_augmented_rows_within_1e5_where_the_bound_allows():
 # and the ptxas shipped in the triton wheel. This checks what the interpreter cannot: that
 # every logit form compiles, that float32 dot products are plain FMAs (no TF32 tensor-core
 # instruction in the PTX), that float64 uses no approximate exp2, and that nothing spills.
-COMPILED = [("fp32", 0, 1, 16), ("fp32", 2, 8, 128), ("fp64", 1, 2, 64)]
+# In a subprocess: the interpreter leaves triton.language patched in the process that ran it.
+COMPILED = [("fp32", 0, 1, 16), ("fp32", 2, 8, 128), ("fp64", 1, 2, 64)]  # (dtype, logit form, e, d)
 
 
-@requires_triton
-@pytest.mark.parametrize(("dtype", "logits", "width", "d"), COMPILED)
-def test_kernel_compiles_for_sm90_without_tf32(dtype, logits, width, d):
+def sm90_ptx(dtype, logits, width, d):
+    """PTX of the kernel for sm_90 with 64 x 64 blocks and 4 warps (no GPU needed)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-
     from triton.runtime.jit import JITFunction
 
     from mhacore import nw_triton
 
-    kernel = JITFunction(nw_triton._nw_kernel.fn)  # compiled even where the module was loaded for the interpreter
+    kernel = JITFunction(nw_triton._nw_kernel.fn)
     constants = {"D": d, "E": width, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_D": max(16, triton.next_power_of_2(d)),
                  "BLOCK_E": 1 if width == 1 else 16, "LOGITS": logits}
     pointers = ("queries", "keys", "values", "key_bias", "out", "direct_scale_ptr")
@@ -271,7 +271,26 @@ def test_kernel_compiles_for_sm90_without_tf32(dtype, logits, width, d):
                  for name in kernel.arg_names}
     compiled = triton.compile(ASTSource(kernel, signature, constants), target=GPUTarget("cuda", 90, 32),
                               options={"num_warps": 4, "num_stages": 2})
-    ptx = compiled.asm["ptx"]
-    assert "tf32" not in ptx
-    assert ("ex2.approx.f32" in ptx or "ex2.approx.ftz.f32" in ptx) == (dtype == "fp32")
-    assert "st.local" not in ptx  # no register spills
+    return compiled.asm["ptx"]
+
+
+@requires_triton
+def test_kernel_compiles_for_sm90_without_tf32():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import json, sys; sys.path.insert(0, 'tests'); from test_nw_triton import COMPILED, sm90_ptx; "
+            "print(json.dumps([sm90_ptx(*case) for case in COMPILED]))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"PYTHONPATH": str(root)}
+    result = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for (dtype, logits, width, d), ptx in zip(COMPILED, json.loads(result.stdout.splitlines()[-1]), strict=True):
+        case = f"{dtype}, logit form {logits}, e = {width}, d = {d}"
+        assert ".entry _nw_kernel" in ptx, case
+        assert "tf32" not in ptx, case
+        assert ("ex2.approx" in ptx) == (dtype == "fp32"), case
+        assert "st.local" not in ptx, case  # no register spills
