@@ -39,7 +39,7 @@ except ImportError:
 
 SHAPES = [(20000, 5000, 8), (200000, 20000, 16), (1000000, 10000, 64)]  # (n, m, d)
 BANDWIDTH = 1.0
-SECONDS_PER_ROW = 0.6  # timed repeats after the warm-up: as many as fit, at least 2, at most 7
+SECONDS_PER_ROW = 0.6  # timed calls after the warm-up: 3 to 8 within this, or 2 when one call takes longer
 START = time.perf_counter()
 
 
@@ -53,18 +53,17 @@ def out_of_time(budget) -> bool:
 
 
 def seconds(fn, device):
-    """(median seconds, first output): one warm-up call (compiles), then timed repeats."""
-    sync(device)
-    start = time.perf_counter()
+    """(median seconds, output): a warm-up call (compiles), a timed call, then repeats for ~SECONDS_PER_ROW."""
     out = fn()
-    sync(device)
-    first = time.perf_counter() - start
     times = []
-    for _ in range(max(2, min(7, int(SECONDS_PER_ROW / max(first, 1e-5))))):
+    for _ in range(8):
+        sync(device)
         start = time.perf_counter()
         fn()
         sync(device)
         times.append(time.perf_counter() - start)
+        if (len(times) >= 3 and sum(times) > SECONDS_PER_ROW) or (len(times) >= 2 and times[0] > SECONDS_PER_ROW):
+            break
     return statistics.median(times), out
 
 

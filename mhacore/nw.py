@@ -11,14 +11,17 @@ case cannot happen — a query far from every key puts its weight on the nearest
 
 Computation paths of :func:`nw_estimate` (``DESIGN.md``, performance notes):
 
+* Triton (CUDA only): float32/float64 data with ``d ≤ 128`` and values of width 1–8 go
+  through the fused kernel of :mod:`mhacore.nw_triton` when Triton imports; the paths below
+  otherwise, and always on the CPU;
 * fused: the softmax kernel through ``torch.nn.functional.scaled_dot_product_attention``
   with 4-D inputs and queries/keys or values zero-padded to one width (its fused kernels
   run only then; zero columns change neither dot products nor the values' own columns).
   Memory-flat. On the CPU in float32, widths 2–15 are padded further, to 16: torch 2.13's
   flash kernel then runs 1.1–1.5x faster (measured at n = 2000, m = 500 with AVX-512 and
   AVX2 dispatch; width 1 is faster still and kept, float64 is slower padded and is not);
-* fused Gaussian (float64 data): the same kernel on augmented rows
-  ``[2s·q̃, −s] · [k̃, ‖k̃‖²] = −s‖q̃ − k̃‖² + s‖q̃‖²`` (``s = 1/(2·bandwidth²)``, data
+* fused Gaussian (float64 data; float32 too on CUDA, under float32's bound): the same
+  kernel on augmented rows ``[2s·q̃, −s] · [k̃, ‖k̃‖²] = −s‖q̃ − k̃‖² + s‖q̃‖²`` (``s = 1/(2·bandwidth²)``, data
   centred at the keys' mean; the per-query shift cancels in the softmax), when the error
   bound below allows. It replaces a materialised float64 softmax, which is memory-bound
   (2000 keys x 500 queries: 1.1–2x faster over several interleaved runs, 1 or 2 threads);
