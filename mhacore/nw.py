@@ -21,7 +21,8 @@ Computation paths of :func:`nw_estimate` (``DESIGN.md``, performance notes):
   flash kernel then runs 1.1–1.5x faster (measured at n = 2000, m = 500 with AVX-512 and
   AVX2 dispatch; width 1 is faster still and kept, float64 is slower padded and is not);
 * fused Gaussian (float64 data; float32 too on CUDA, under float32's bound): the same
-  kernel on augmented rows ``[2s·q̃, −s] · [k̃, ‖k̃‖²] = −s‖q̃ − k̃‖² + s‖q̃‖²`` (``s = 1/(2·bandwidth²)``, data
+  kernel on augmented rows
+  ``[2s·q̃, −s] · [k̃, ‖k̃‖²] = −s‖q̃ − k̃‖² + s‖q̃‖²`` (``s = 1/(2·bandwidth²)``, data
   centred at the keys' mean; the per-query shift cancels in the softmax), when the error
   bound below allows. It replaces a materialised float64 softmax, which is memory-bound
   (2000 keys x 500 queries: 1.1–2x faster over several interleaved runs, 1 or 2 threads);
