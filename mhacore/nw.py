@@ -249,7 +249,7 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size):
     m, n, e = queries.shape[-2], keys.shape[-2], values.shape[-1]
     out = None
     if chunk_size is None and queries.device.type == "cuda":
-        out = _triton_estimate(queries, keys, values, batch, kernel, scale)  # (*batch, m, e) or None
+        out = _triton_estimate(queries, keys, values, kernel, scale)  # (*batch, m, e) or None
     sdpa = chunk_size is None and out is None
     if sdpa and kernel == "softmax" and e <= _fused_width(queries.shape[-1], queries.device, queries.dtype):
         # fused SDPA needs values as wide as the queries: padding narrow values is free,
@@ -268,7 +268,7 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size):
     return out.reshape(*batch, m, e)
 
 
-def _triton_estimate(queries, keys, values, batch, kernel, scale):
+def _triton_estimate(queries, keys, values, kernel, scale):
     """The fused Triton kernel (:mod:`mhacore.nw_triton`) on CUDA when Triton imports and the shape fits, else None.
 
     ``(..., m, d), (..., n, d), (..., n, e) -> (*batch, m, e)``: float32/float64, ``d ≤ 128``,
@@ -276,8 +276,7 @@ def _triton_estimate(queries, keys, values, batch, kernel, scale):
     """
     from . import nw_triton
 
-    d, e = queries.shape[-1], values.shape[-1]
-    if not nw_triton.available() or not nw_triton.fits(d, e, queries.dtype, math.prod(batch)):
+    if not nw_triton.available() or not nw_triton.fits(queries, keys, values):
         return None
     return nw_triton.triton_estimate(queries, keys, values, kernel=kernel, scale=scale)
 

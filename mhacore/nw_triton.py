@@ -60,15 +60,28 @@ def available() -> bool:
     return triton is not None
 
 
-def fits(d: int, e: int, dtype: torch.dtype, n_batch: int = 1) -> bool:
-    """Whether the kernel takes features of width ``d``, values of width ``e``, this dtype and batch size.
+def fits(queries, keys, values) -> bool:
+    """Whether the kernel takes these inputs: (..., m, d), (..., n, d), (..., n, e) tensors.
+
+    One dtype of float32/float64, ``d ≤ 128``, ``1 ≤ e ≤ 8``, at most 65535 batch entries
+    (CUDA's grid limit), and offsets within one batch entry below 2³¹ (the kernel's int32
+    index arithmetic; batch offsets are int64).
 
     Examples
     --------
-    >>> fits(16, 1, torch.float32), fits(16, 9, torch.float32), fits(256, 1, torch.float64)
-    (True, False, False)
+    >>> fits(torch.zeros(5, 16), torch.zeros(7, 16), torch.zeros(7, 1))
+    True
+    >>> fits(torch.zeros(5, 16), torch.zeros(7, 16), torch.zeros(7, 9))  # values too wide
+    False
     """
-    return 1 <= d <= MAX_FEATURES and 1 <= e <= MAX_VALUE_WIDTH and dtype in DTYPES and n_batch <= MAX_BATCH_PROGRAMS
+    d, e = queries.shape[-1], values.shape[-1]
+    if not (1 <= d <= MAX_FEATURES and 1 <= e <= MAX_VALUE_WIDTH and queries.dtype in DTYPES):
+        return False
+    if not keys.dtype == values.dtype == queries.dtype:
+        return False
+    batch = torch.broadcast_shapes(queries.shape[:-2], keys.shape[:-2], values.shape[:-2])
+    span = max((x.shape[-2] - 1) * abs(x.stride(-2)) + (x.shape[-1] - 1) * abs(x.stride(-1)) for x in (queries, keys, values))
+    return math.prod(batch) <= MAX_BATCH_PROGRAMS and span < 2**31
 
 
 def triton_estimate(queries, keys, values, *, kernel="softmax", scale, gaussian_form="auto", blocks=None):
@@ -122,11 +135,12 @@ def triton_estimate(queries, keys, values, *, kernel="softmax", scale, gaussian_
         raise ValueError(f"gaussian_form must be one of {GAUSSIAN_FORMS}; got {gaussian_form!r}")
     batch = torch.broadcast_shapes(queries.shape[:-2], keys.shape[:-2], values.shape[:-2])
     d, e = queries.shape[-1], values.shape[-1]
-    if not fits(d, e, queries.dtype, math.prod(batch)) or not keys.dtype == values.dtype == queries.dtype:
+    if not fits(queries, keys, values):
         raise ValueError(
-            f"triton_estimate takes d ≤ {MAX_FEATURES}, 1 ≤ e ≤ {MAX_VALUE_WIDTH}, one dtype of {DTYPES} and at most "
-            f"{MAX_BATCH_PROGRAMS} batch entries; got d = {d}, e = {e}, dtypes {queries.dtype}/{keys.dtype}/"
-            f"{values.dtype}, batch {tuple(batch)}"
+            f"triton_estimate takes d ≤ {MAX_FEATURES}, 1 ≤ e ≤ {MAX_VALUE_WIDTH}, one dtype of {DTYPES}, at most "
+            f"{MAX_BATCH_PROGRAMS} batch entries and offsets below 2**31 within one; got d = {d}, e = {e}, dtypes "
+            f"{queries.dtype}/{keys.dtype}/{values.dtype}, shapes {tuple(queries.shape)}/{tuple(keys.shape)}/"
+            f"{tuple(values.shape)}"
         )
     queries, keys, key_bias, logits = _prepared_logit_inputs(queries, keys, kernel, scale, gaussian_form)
     blocks = blocks or default_blocks(d, queries.dtype, logits)

@@ -1,11 +1,12 @@
 """Tests for mhacore.nw_triton (the fused Triton NW kernel) and the CUDA dispatch in mhacore.nw.
 
-No GPU is needed: Triton's interpreter (``TRITON_INTERPRET=1``) runs the kernel on CPU
-tensors with numpy. The interpreter computes every ``tl.dot`` with numpy's matmul in the
-operands' dtype whatever ``input_precision`` says, so the "no TF32" setting of the kernel is
-checked by ``benchmarks/gpu_check.py`` on a GPU (its error column), not here. The
-interpreter is slow (about 0.1–0.5 s a call here), so the sizes are small; blocks of 16
-make several ragged key and query blocks out of them.
+No GPU is needed: Triton's interpreter (``TRITON_INTERPRET=1``, set by tests/conftest.py
+before Triton is imported) runs the kernel on CPU tensors with numpy. The interpreter
+computes every ``tl.dot`` with numpy's matmul in the operands' dtype whatever
+``input_precision`` says, so the "no TF32" setting is checked instead on the PTX of the
+kernel compiled for sm_90 (last test), and on a GPU by ``benchmarks/gpu_check.py``'s error
+column. The interpreter is slow (about 0.1–0.5 s a call here), so the sizes are small;
+blocks of 16 make several ragged key and query blocks out of them.
 """
 
 import importlib
@@ -30,20 +31,14 @@ EPS32 = float(torch.finfo(torch.float32).eps)
 
 @pytest.fixture(scope="module")
 def nw_triton():
-    """mhacore.nw_triton with its kernel run by the interpreter, for this module's tests.
-
-    Triton picks interpreter or compiler when the kernel is decorated, and checks
-    ``TRITON_INTERPRET`` again at launch, so the variable is set for the module's tests
-    (and restored after them) and the module is reloaded if it was imported without it.
-    """
+    """mhacore.nw_triton with its kernel run by Triton's interpreter (tests/conftest.py sets TRITON_INTERPRET)."""
     if not HAS_TRITON:
         pytest.skip("triton is not installed (pinned in requirements.txt): the interpreter tests need it")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TRITON_INTERPRET", "1")
-        module = importlib.import_module("mhacore.nw_triton")
-        if type(module._nw_kernel).__name__ != "InterpretedFunction":
-            module = importlib.reload(module)
-        yield module
+    module = importlib.import_module("mhacore.nw_triton")
+    if type(module._nw_kernel).__name__ != "InterpretedFunction":
+        pytest.skip(f"triton was imported with TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET')!r}; "
+                    "these tests need its interpreter")
+    return module
 
 
 def reference(queries, keys, values, kernel, scale):
@@ -174,16 +169,32 @@ def test_refuses_shapes_it_does_not_take(nw_triton):
 
 
 @requires_triton
-def test_dispatch_helper_falls_back_outside_the_kernels_range(nw_triton):
-    # mhacore.nw._triton_estimate (called on CUDA only) returns None for shapes the kernel
-    # does not take, so nw_estimate keeps SDPA there; inside the range it gives the estimate
+def test_dispatch_helper_falls_back_outside_the_kernels_range(nw_triton, monkeypatch):
+    # mhacore.nw._triton_estimate (called on CUDA only) returns None for inputs the kernel
+    # does not take, or without Triton, so nw_estimate keeps SDPA there; otherwise the estimate
     queries, keys, values = draw(60, (5, 3), (12, 3), (12, 9))
-    batch = torch.Size([])
-    assert nw_module._triton_estimate(queries, keys, values, batch, "softmax", 1.0) is None  # e = 9
+    assert nw_module._triton_estimate(queries, keys, values, "softmax", 1.0) is None  # e = 9
     half = [x.half() for x in (queries, keys, values[:, :2])]
-    assert nw_module._triton_estimate(*half, batch, "softmax", 1.0) is None  # float16
-    got = nw_module._triton_estimate(queries, keys, values[:, :2], batch, "softmax", 1.0)  # (5, 2)
+    assert nw_module._triton_estimate(*half, "softmax", 1.0) is None  # float16
+    assert nw_module._triton_estimate(queries, keys, values[:, :2].float(), "softmax", 1.0) is None  # mixed dtypes
+    got = nw_module._triton_estimate(queries, keys, values[:, :2], "softmax", 1.0)  # (5, 2)
     assert relative_error(got, reference(queries, keys, values[:, :2], "softmax", 1.0)) <= 1e-12
+    monkeypatch.setattr(nw_triton, "triton", None)  # as if Triton were not installed
+    assert nw_module._triton_estimate(queries, keys, values[:, :2], "softmax", 1.0) is None
+    with pytest.raises(ImportError, match="triton"):
+        nw_triton.triton_estimate(queries, keys, values[:, :2], scale=1.0)
+
+
+def test_fits_checks_the_int32_offsets_within_a_batch_entry():
+    # a (2**31 / 16 + 1)-row key matrix of width 16 overflows the kernel's int32 offsets;
+    # meta tensors stand in for it (fits reads shapes, strides and dtypes, never the data)
+    pytest.importorskip("triton", reason="triton is not installed (pinned in requirements.txt)")
+    from mhacore import nw_triton
+
+    rows = 2**31 // 16 + 1
+    queries, keys, values = (torch.empty(*shape, device="meta") for shape in ((4, 16), (rows, 16), (rows, 1)))
+    assert not nw_triton.fits(queries, keys, values)
+    assert nw_triton.fits(queries, keys[: rows // 2], values[: rows // 2])
 
 
 def test_cpu_paths_never_reach_the_triton_kernel(monkeypatch):
@@ -286,7 +297,7 @@ def test_kernel_compiles_for_sm90_without_tf32():
             "print(json.dumps([sm90_ptx(*case) for case in COMPILED]))")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"PYTHONPATH": str(root)}
     result = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
-                            timeout=300)
+                            timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     for (dtype, logits, width, d), ptx in zip(COMPILED, json.loads(result.stdout.splitlines()[-1]), strict=True):
         case = f"{dtype}, logit form {logits}, e = {width}, d = {d}"
