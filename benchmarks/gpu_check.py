@@ -1,7 +1,7 @@
 """GPU check for the mhacore core (issues 3 and 15): CUDA vs CPU float64 correctness, then timings.
 
 Run on a GPU machine: ``python benchmarks/gpu_check.py`` (one call, under 5 minutes on an
-H200: ``--budget`` seconds, default 240, after which the remaining timed rows are skipped).
+H200: ``--budget`` seconds, default 220, after which the remaining timed rows are skipped).
 Smoke run anywhere: ``python benchmarks/gpu_check.py --device cpu --small`` (add
 ``TRITON_INTERPRET=1`` to run the Triton rows through the interpreter too).
 Exits with status 1 if any result differs from the CPU float64 reference beyond tolerance
@@ -183,7 +183,7 @@ def main():
     parser.add_argument("--small", action="store_true", help="small sizes (CPU smoke run)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip-timings", action="store_true")
-    parser.add_argument("--budget", type=float, default=240.0, help="seconds after which timed rows are skipped")
+    parser.add_argument("--budget", type=float, default=220.0, help="seconds after which timed rows are skipped")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -194,7 +194,8 @@ def main():
     kernels(args.device, args.small)
     if not args.skip_timings:
         timings(args.device, args.small, args.repeats, args.budget)
-    print(f"\n{'FAILED: ' + ', '.join(failures) if failures else 'all correctness checks passed'}")
+    print(f"\n{'FAILED: ' + ', '.join(failures) if failures else 'all correctness checks passed'}"
+          f"  ({time.perf_counter() - gpu_table.START:.0f} s)")
     return 1 if failures else 0
 
 
