@@ -245,34 +245,44 @@ def ratios(results, n, m, d, floor):
           f"gaussian {ratio('Triton float64 gaussian, auto form', 'nw_estimate float64 gaussian, Triton off')} (target >= 3x)")
 
 
-SWEEP = [(64, 32, 4), (64, 64, 4), (128, 64, 4), (128, 64, 8), (64, 128, 4), (128, 128, 8), (256, 64, 8), (32, 64, 2)]
+SWEEP = [(64, 32, 4, "ieee"), (64, 64, 4, "ieee"), (128, 64, 4, "ieee"), (128, 64, 8, "ieee"), (64, 128, 4, "ieee"),
+         (128, 128, 8, "ieee"), (64, 64, 4, "tf32x3"), (128, 64, 8, "tf32x3")]  # BLOCK_M, BLOCK_N, warps, precision
 
 
 def sweep(device, small, budget):
-    """G pairs/s of the Triton kernel per (BLOCK_M, BLOCK_N, num_warps), to choose the defaults."""
+    """G pairs/s and error of the Triton kernel per launch setting, to choose the defaults.
+
+    ``tf32x3`` (float32 dot products as three TF32 tensor-core products) is tried as well;
+    the error is against the float64 kernel on the same data, relative to max |values|.
+    """
     if not triton_runs(device):
         return
-    print("\nTriton launch settings (G pairs/s; the defaults are nw_triton.default_blocks)")
+    print("\nTriton launch settings: BLOCK_M/BLOCK_N/num_warps[ precision]: G pairs/s (error); "
+          "defaults in nw_triton.default_blocks")
     g = torch.Generator(device=device).manual_seed(5)
     for (n, m, d), dtype, kernel, form in [(SHAPES[1], torch.float32, "softmax", "auto"),
                                            (SHAPES[2], torch.float32, "softmax", "auto"),
                                            (SHAPES[1], torch.float32, "gaussian", "direct"),
                                            (SHAPES[1], torch.float64, "softmax", "auto")]:
         n, m = (n // 100, m // 100) if small else (n, m)
-        q, k = torch.randn(m, d, device=device, generator=g).to(dtype), torch.randn(n, d, device=device, generator=g).to(dtype)
-        v = torch.randn(n, 1, device=device, generator=g).to(dtype)
+        q, k = torch.randn(m, d, device=device, generator=g, dtype=torch.float64), torch.randn(n, d, device=device, generator=g, dtype=torch.float64)
+        v = torch.randn(n, 1, device=device, generator=g, dtype=torch.float64)
+        options = {"kernel": kernel, "scale": d**-0.5 if kernel == "softmax" else 0.5, "gaussian_form": form}
+        expected = nw_triton.triton_estimate(q, k, v, **options)  # (m, 1), float64
+        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
         cells = []
-        for block_m, block_n, warps in SWEEP:
+        for block_m, block_n, warps, precision in SWEEP:
+            if precision != "ieee" and (dtype == torch.float64 or form == "direct"):
+                continue  # tf32x3 changes float32 dot products only; the direct form has none at e = 1
             if out_of_time(budget):
                 cells.append("skipped")
                 break
-            blocks = {"BLOCK_M": block_m, "BLOCK_N": block_n, "num_warps": warps, "num_stages": 2}
+            label = f"{block_m}/{block_n}/{warps}" + ("" if precision == "ieee" else f" {precision}")
+            blocks = {"BLOCK_M": block_m, "BLOCK_N": block_n, "num_warps": warps, "num_stages": 2, "precision": precision}
             try:
-                run = functools.partial(nw_triton.triton_estimate, q, k, v, kernel=kernel, scale=0.25,
-                                        gaussian_form=form, blocks=blocks)
-                t, _ = seconds(run, device)
-                cells.append(f"{block_m}/{block_n}/{warps}: {m * n / t / 1e9:.0f}")
+                t, out = seconds(functools.partial(nw_triton.triton_estimate, q, k, v, blocks=blocks, **options), device)
+                error = (out.double() - expected).abs().max().item() / v.abs().max().item()
+                cells.append(f"{label}: {m * n / t / 1e9:.0f} ({error:.0e})")
             except Exception as exc:  # noqa: BLE001 (e.g. out of registers or shared memory)
-                cells.append(f"{block_m}/{block_n}/{warps}: {type(exc).__name__}")
+                cells.append(f"{label}: {type(exc).__name__}")
         print(f"  {(n, m, d)} {str(dtype).removeprefix('torch.')} {kernel} {form}: " + ", ".join(cells))
-

@@ -4,8 +4,9 @@ One program takes a block of queries and runs an online softmax over key blocks 
 chunked path of :mod:`mhacore.nw`, fused): per key block it forms the logits, updates the
 running maximum and the running sum of ``exp(logit − max)``, and the running numerator
 ``Σ_i exp(logit_i − max)·v_i``; nothing of size ``m × n`` is written. Arithmetic is in the
-inputs' dtype throughout: float32 dot products with ``input_precision="ieee"`` (no TF32),
-or float64. Values of width ``e`` = 1–8 are read as they are (no zero-padding in memory to
+inputs' dtype throughout: float32 dot products with ``input_precision="ieee"`` (no TF32;
+``"tf32x3"``, an error-compensated split on tensor cores, is a launch option that
+``benchmarks/gpu_check.py`` times against it), or float64. Values of width ``e`` = 1–8 are read as they are (no zero-padding in memory to
 the query width, unlike SDPA): width 1 is summed directly, widths 2–8 are padded to 16
 columns in registers for the dot product.
 
@@ -103,7 +104,8 @@ def triton_estimate(queries, keys, values, *, kernel="softmax", scale, gaussian_
         takes the centred form when its rounding bound holds (module docstring).
     blocks : dict, optional
         Launch settings ``BLOCK_M``, ``BLOCK_N`` (powers of two ≥ 16), ``num_warps``,
-        ``num_stages``; default from :func:`default_blocks`.
+        ``num_stages`` and optionally ``precision`` of the float32 dot products (``"ieee"``,
+        the default, or ``"tf32x3"``); default from :func:`default_blocks`.
 
     Returns
     -------
@@ -195,7 +197,7 @@ def _launch(queries, keys, values, key_bias, batch, logits, direct_scale, blocks
         q, k, v, bias, out, m, n, lead[1], direct_scale,
         *q.stride(), *k.stride(), *v.stride(), *bias.stride()[:3], *out.stride(),
         D=d, E=e, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(d)),
-        BLOCK_E=1 if e == 1 else 16, LOGITS=logits,
+        BLOCK_E=1 if e == 1 else 16, LOGITS=logits, PRECISION=blocks.get("precision", "ieee"),
         num_warps=blocks["num_warps"], num_stages=blocks["num_stages"],
     )
     return out.reshape(*batch, m, e)
@@ -209,7 +211,7 @@ if triton is not None:
         q_s0, q_s1, q_s2, q_s3, k_s0, k_s1, k_s2, k_s3, v_s0, v_s1, v_s2, v_s3, b_s0, b_s1, b_s2,
         o_s0, o_s1, o_s2, o_s3,
         D: tl.constexpr, E: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr, LOGITS: tl.constexpr,
+        BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr, LOGITS: tl.constexpr, PRECISION: tl.constexpr,
     ):
         """One block of BLOCK_M queries of batch entry (b1, b2) against all n keys, online softmax."""
         pid_b = tl.program_id(1).to(tl.int64)
@@ -244,7 +246,7 @@ if triton is not None:
             else:
                 k = tl.load(keys + key_idx[:, None] * k_s2 + cols_d[None, :] * k_s3,
                             mask=key_ok[:, None] & (cols_d[None, :] < D), other=0.0)  # (BLOCK_N, BLOCK_D)
-                logits = tl.dot(q, tl.trans(k), input_precision="ieee")  # (BLOCK_M, BLOCK_N)
+                logits = tl.dot(q, tl.trans(k), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
                 if LOGITS == 1:
                     logits += tl.load(key_bias + key_idx * b_s2, mask=key_ok, other=0.0)[None, :]
             logits = tl.where(key_ok[None, :], logits, float("-inf"))
@@ -257,7 +259,7 @@ if triton is not None:
             if BLOCK_E == 1:
                 update = tl.sum(weights[:, :, None] * v[None, :, :], 1)  # (BLOCK_M, 1)
             else:
-                update = tl.dot(weights, v, input_precision="ieee")  # (BLOCK_M, BLOCK_E)
+                update = tl.dot(weights, v, input_precision=PRECISION)  # (BLOCK_M, BLOCK_E)
             numerator = numerator * correction[:, None] + update
             running_max = new_max
         estimates = numerator / running_sum[:, None]  # (BLOCK_M, BLOCK_E)

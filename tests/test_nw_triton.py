@@ -263,9 +263,10 @@ def test_float32_augmented_rows_within_1e5_where_the_bound_allows():
 # instruction in the PTX), that float64 uses no approximate exp2, and that nothing spills.
 # In a subprocess: the interpreter leaves triton.language patched in the process that ran it.
 COMPILED = [("fp32", 0, 1, 16), ("fp32", 2, 8, 128), ("fp64", 1, 2, 64)]  # (dtype, logit form, e, d)
+COMPILED_TF32X3 = ("fp32", 0, 4, 64)  # the launch option timed by gpu_check.py: it must compile, on tensor cores
 
 
-def sm90_ptx(dtype, logits, width, d):
+def sm90_ptx(dtype, logits, width, d, precision="ieee"):
     """PTX of the kernel for sm_90 with 64 x 64 blocks and 4 warps (no GPU needed)."""
     import triton
     from triton.backends.compiler import GPUTarget
@@ -276,7 +277,7 @@ def sm90_ptx(dtype, logits, width, d):
 
     kernel = JITFunction(nw_triton._nw_kernel.fn)
     constants = {"D": d, "E": width, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_D": max(16, triton.next_power_of_2(d)),
-                 "BLOCK_E": 1 if width == 1 else 16, "LOGITS": logits}
+                 "BLOCK_E": 1 if width == 1 else 16, "LOGITS": logits, "PRECISION": precision}
     pointers = ("queries", "keys", "values", "key_bias", "out", "direct_scale_ptr")
     signature = {name: ("constexpr" if name in constants else f"*{dtype}" if name in pointers else "i32")
                  for name in kernel.arg_names}
@@ -293,13 +294,15 @@ def test_kernel_compiles_for_sm90_without_tf32():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    code = ("import json, sys; sys.path.insert(0, 'tests'); from test_nw_triton import COMPILED, sm90_ptx; "
-            "print(json.dumps([sm90_ptx(*case) for case in COMPILED]))")
+    code = ("import json, sys; sys.path.insert(0, 'tests'); from test_nw_triton import COMPILED, COMPILED_TF32X3, sm90_ptx; "
+            "print(json.dumps([sm90_ptx(*case) for case in COMPILED] + [sm90_ptx(*COMPILED_TF32X3, 'tf32x3')]))")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"PYTHONPATH": str(root)}
     result = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
                             timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
-    for (dtype, logits, width, d), ptx in zip(COMPILED, json.loads(result.stdout.splitlines()[-1]), strict=True):
+    *ptxs, tf32x3 = json.loads(result.stdout.splitlines()[-1])
+    assert "tf32" in tf32x3 and "mma" in tf32x3  # the error-compensated split runs on tensor cores
+    for (dtype, logits, width, d), ptx in zip(COMPILED, ptxs, strict=True):
         case = f"{dtype}, logit form {logits}, e = {width}, d = {d}"
         assert ".entry _nw_kernel" in ptx, case
         assert "tf32" not in ptx, case
