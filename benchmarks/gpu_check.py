@@ -1,28 +1,33 @@
-"""GPU check for the mhacore core (issue 3): CUDA vs CPU float64 correctness, then timings.
+"""GPU check for the mhacore core (issues 3 and 15): CUDA vs CPU float64 correctness, then timings.
 
-Run on a GPU machine: ``python benchmarks/gpu_check.py`` (one short call, < 4 min on an
-H200). Smoke run anywhere: ``python benchmarks/gpu_check.py --device cpu --small``.
+Run on a GPU machine: ``python benchmarks/gpu_check.py`` (one call, under 5 minutes on an
+H200: ``--budget`` seconds, default 220, after which the remaining timed rows are skipped).
+Smoke run anywhere: ``python benchmarks/gpu_check.py --device cpu --small`` (add
+``TRITON_INTERPRET=1`` to run the Triton rows through the interpreter too).
 Exits with status 1 if any result differs from the CPU float64 reference beyond tolerance
-(float64 1e-10, float32 1e-4, both relative to max |values|). TF32 is switched off, so
-float32 matrix products are true float32.
+(float64 1e-10, float32 1e-4, both relative to max |values|) or raises. TF32 is switched
+off, so float32 matrix products are true float32.
 
-Then which SDPA implementation (fused or fallback) each main path reaches. Timings repeat
-bench_nw.py's cases at 10x its sizes (medians of interleaved repeats,
-synchronised): nw_estimate vs fused SDPA, batched Monte Carlo heads vs a Python loop over
-replicates and heads, the Gaussian kernel, and the memory case (peak allocated growth).
+Then which SDPA implementation (fused or fallback) each main path reaches, and the timings:
+the path table of issue 15 (``gpu_table.py``: exp floor, SDPA float16/bfloat16/float32,
+``nw_estimate`` with and without its Triton kernel, SDPA on augmented Gaussian rows, the
+Triton kernel in float32 and float64; G pairs/s, implementation reached, error against
+float64) at three shapes, the batched Monte Carlo heads vs a Python loop over replicates
+and heads, the memory case (peak allocated growth), and a sweep of Triton launch settings.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import statistics
 import sys
 import time
 
+import gpu_table  # beside this script
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 import mhacore
 from mhacore import DataModel, MultiHeadNW, nw_estimate, simulate_heads
@@ -51,7 +56,13 @@ def timed(candidates: dict, repeats: int, device) -> dict:
 
 
 def check(label, got, expected, values_scale, dtype, failures):
-    error = (got.double().cpu() - expected).abs().max().item() / values_scale
+    """Compare ``got()`` (called here, so that an exception is a failure, not a crash) with ``expected``."""
+    try:
+        error = (got().double().cpu() - expected).abs().max().item() / values_scale
+    except Exception as exc:  # noqa: BLE001 (report and go on: the run is one call on a lent machine)
+        print(f"  FAIL {label:<58} raised {type(exc).__name__}: {str(exc).splitlines()[0][:100] if str(exc) else ''}")
+        failures.append(label)
+        return
     ok = error <= TOLERANCE[dtype]
     print(f"  {'ok  ' if ok else 'FAIL'} {label:<58} rel. error {error:.1e}")
     if not ok:
@@ -71,25 +82,37 @@ def correctness(device, small):
             expected = nw_estimate(queries, keys, values, kernel=kernel, chunk_size=chunk, **params)
             for dtype in (torch.float64, torch.float32):
                 args = [x.to(device, dtype) for x in (queries, keys, values)]
-                got = nw_estimate(*args, kernel=kernel, chunk_size=chunk, **params)
-                assert got.device.type == torch.device(device).type and got.dtype == dtype
+                got = functools.partial(nw_estimate, *args, kernel=kernel, chunk_size=chunk, **params)
                 check(f"nw_estimate {kernel} chunk_size={chunk} {dtype}", got, expected, scale, dtype, failures)
+    # the Triton kernel's range on CUDA: scalar and 8-wide values, keys broadcast over a batch,
+    # and a bandwidth small enough that only direct squared distances stay accurate
+    narrow = torch.randn(3, n, 8, generator=g, dtype=torch.float64)
+    cases = [("softmax", {"temperature": 0.7}, queries[0], keys[:1], values[:, :, 0]),
+             ("softmax", {"temperature": 0.7}, queries, keys, narrow),
+             ("gaussian", {"bandwidth": 0.05}, keys[:, : m // 2] + 0.01 * queries[:, : m // 2], keys, narrow[..., :1])]
+    for kernel, params, q, k, v in cases:
+        expected = nw_estimate(q, k, v, kernel=kernel, **params)
+        for dtype in (torch.float64, torch.float32):
+            args = [x.to(device, dtype) for x in (q, k, v)]
+            got = functools.partial(nw_estimate, *args, kernel=kernel, **params)
+            label = f"nw_estimate {kernel} q{tuple(q.shape)} k{tuple(k.shape)} v{tuple(v.shape)} {dtype}"
+            check(label.replace("torch.", ""), got, expected, v.abs().max().item(), dtype, failures)
     w = torch.randn(2, 4, d, 2, generator=g, dtype=torch.float64)
     mha = MultiHeadNW(w[0], w[1], alpha=[0.1, 0.2, 0.3, 0.4])
     x, y = torch.randn(8, n // 4, d, generator=g, dtype=torch.float64), torch.randn(8, n // 4, generator=g, dtype=torch.float64)
     expected = mha.head_estimates(queries[0], x, y)
     for dtype in (torch.float64, torch.float32):
-        got = mha.head_estimates(queries[0].to(device, dtype), x.to(device, dtype), y.to(device, dtype))
+        got = functools.partial(mha.head_estimates, *(a.to(device, dtype) for a in (queries[0], x, y)))
         check(f"MultiHeadNW.head_estimates (R=8, H=4) {dtype}", got, expected, y.abs().max().item(), dtype, failures)
     model = DataModel(f=lambda z: np.sin(z).sum(-1), p=d, sigma=0.5)
     cpu = simulate_heads(model, mha, n // 4, queries[0].numpy(), 16, rng=1)
-    dev = simulate_heads(model, mha, n // 4, queries[0].numpy(), 16, rng=1, device=device)
-    check("simulate_heads (R=16) float64", torch.from_numpy(dev), torch.from_numpy(cpu), 1.0, torch.float64, failures)
+    dev = lambda: torch.from_numpy(simulate_heads(model, mha, n // 4, queries[0].numpy(), 16, rng=1, device=device))
+    check("simulate_heads (R=16) float64", dev, torch.from_numpy(cpu), 1.0, torch.float64, failures)
     return failures
 
 
 def kernels(device, small):
-    """Which SDPA implementation each main path reaches on ``device`` (printed, not judged).
+    """Which SDPA implementation (and, on CUDA, which kernel) each main path reaches on ``device`` (printed, not judged).
 
     On CUDA a path whose fused kernels refuse its inputs (dtype, alignment, stride-0
     broadcast views) falls back to the chunked loop: correct but slower. This shows which.
@@ -98,7 +121,7 @@ def kernels(device, small):
     m, n, d = (64, 512, 8) if small else (512, 4096, 8)
     R, H, p = 4, 4, 16
     mha = MultiHeadNW(torch.randn(H, p, d, device=device, generator=g), torch.randn(H, p, d, device=device, generator=g))
-    print(f"\nSDPA implementations reached on {device}")
+    print(f"\nimplementations reached on {device} (the Triton kernel shows as _nw_kernel)")
     for dtype in (torch.float32, torch.float64):
         q, k, v = (torch.randn(*shape, device=device, generator=g).to(dtype) for shape in ((m, d), (n, d), (n,)))
         x, y = torch.randn(R, n, p, device=device, generator=g).to(dtype), torch.randn(R, n, device=device, generator=g).to(dtype)
@@ -108,30 +131,19 @@ def kernels(device, small):
             "MultiHeadNW batched (stride-0 views)": lambda: mha.head_estimates(x[0, :m], x, y),
         }
         for label, fn in cases.items():
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-                fn()
-            ops = sorted({e.name.removeprefix("aten::") for e in prof.events() if "scaled_dot_product" in e.name
-                          and e.name != "aten::scaled_dot_product_attention"})
-            print(f"  {label:<38} {str(dtype):<14} {', '.join(ops) or 'no SDPA (dense or chunked path)'}")
+            print(f"  {label:<38} {dtype!s:<14} {gpu_table.implementation(fn, device)}")
 
 
-def timings(device, small, repeats):
+def timings(device, small, repeats, budget):
+    """The path table (gpu_table.py), the batched Monte Carlo heads vs a loop, the memory case, the Triton sweep."""
+    gpu_table.table(device, small, budget)
+    if gpu_table.out_of_time(budget):
+        print(f"\nMonte Carlo, memory and the Triton sweep skipped: past the {budget:.0f} s budget")
+        return
     factor = 0.1 if small else 1.0  # --small: a tenth of the sizes (for a CPU smoke run)
-    size = lambda k: max(8, int(k * factor))  # noqa: E731
+    size = lambda k: max(8, int(k * factor))
     g = torch.Generator(device=device).manual_seed(1)
-    print(f"\ntimings on {device}, float32, 10x bench_nw.py sizes{' (x0.1: --small)' if small else ''}")
-    for n, m, d in [(20000, 5000, 8), (200000, 20000, 16), (1000000, 10000, 64)]:
-        n, m = size(n), size(m)
-        queries, keys = torch.randn(m, d, device=device, generator=g), torch.randn(n, d, device=device, generator=g)
-        values = torch.randn(n, device=device, generator=g)
-        padded = F.pad(values[:, None], (0, d - 1))
-        t = timed({
-            "nw": lambda: nw_estimate(queries, keys, values),
-            "sdpa": lambda: F.scaled_dot_product_attention(queries[None, None], keys[None, None], padded[None, None], scale=d**-0.5),
-            "gaussian": lambda: nw_estimate(queries, keys, values, kernel="gaussian", bandwidth=1.0),
-        }, repeats, device)
-        print(f"  (n, m, d)={(n, m, d)}: nw_estimate {t['nw']:.4f}s  SDPA {t['sdpa']:.4f}s  ratio {t['nw'] / t['sdpa']:.2f}  "
-              f"gaussian {t['gaussian']:.4f}s  ({m * n / t['nw'] / 1e9:.1f} G kernel evaluations/s)")
+    print(f"\nMonte Carlo and memory on {device}, float32, 10x bench_nw.py sizes{' (x0.1: --small)' if small else ''}")
     R, H, n, m, d_head = size(640), 8, 2000, 256, 8
     p = H * d_head
     w = torch.randn(2, H, p, d_head, device=device, generator=g) / p**0.5
@@ -146,6 +158,7 @@ def timings(device, small, repeats):
     t = timed({"batched": lambda: mha.head_estimates(queries, keys, values), "loop": loop}, max(1, repeats // 2), device)
     print(f"  Monte Carlo R={R}, H={H}, n={n}, m={m}: batched {t['batched']:.3f}s  loop {t['loop']:.3f}s  speed-up {t['loop'] / t['batched']:.1f}x")
     memory(device, size(10_000_000), size(20_000))
+    gpu_table.sweep(device, small, budget)
 
 
 def memory(device, n, m, d=16):
@@ -170,6 +183,7 @@ def main():
     parser.add_argument("--small", action="store_true", help="small sizes (CPU smoke run)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip-timings", action="store_true")
+    parser.add_argument("--budget", type=float, default=220.0, help="seconds after which timed rows are skipped")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -179,8 +193,9 @@ def main():
     failures = correctness(args.device, args.small)
     kernels(args.device, args.small)
     if not args.skip_timings:
-        timings(args.device, args.small, args.repeats)
-    print(f"\n{'FAILED: ' + ', '.join(failures) if failures else 'all correctness checks passed'}")
+        timings(args.device, args.small, args.repeats, args.budget)
+    print(f"\n{'FAILED: ' + ', '.join(failures) if failures else 'all correctness checks passed'}"
+          f"  ({time.perf_counter() - gpu_table.START:.0f} s)")
     return 1 if failures else 0
 
 

@@ -29,13 +29,17 @@ refused with a ``TypeError``.
 
 Computation paths of :func:`nw_estimate` (``DESIGN.md``, performance notes):
 
+* Triton (CUDA only): float32/float64 data with ``d ≤ 128`` and values of width 1–8 go
+  through the fused kernel of :mod:`mhacore.nw_triton` when Triton imports; the paths below
+  otherwise, and always on the CPU;
 * fused: the softmax kernel through ``torch.nn.functional.scaled_dot_product_attention``
   with 4-D inputs and queries/keys or values zero-padded to one width (its fused kernels
   run only then; zero columns change neither dot products nor the values' own columns).
   Memory-flat. On the CPU in float32, widths 2–15 are padded further, to 16: torch 2.13's
   flash kernel then runs 1.1–1.5x faster (measured at n = 2000, m = 500 with AVX-512 and
   AVX2 dispatch; width 1 is faster still and kept, float64 is slower padded and is not);
-* fused Gaussian (float64 data): the same kernel on augmented rows
+* fused Gaussian (float64 data; float32 too on CUDA, under float32's bound): the same
+  kernel on augmented rows
   ``[2s·q̃, −s] · [k̃, ‖k̃‖²] = −s‖q̃ − k̃‖² + s‖q̃‖²`` (``s = 1/(2·bandwidth²)``, data
   centred at the keys' mean; the per-query shift cancels in the softmax), when the error
   bound below allows. It replaces a materialised float64 softmax, which is memory-bound
@@ -73,8 +77,10 @@ KERNELS = ("softmax", "gaussian")
 DENSE_LIMIT_BYTES = 8 * 2**20  # below this the materialising path is as fast
 KEY_BLOCK = 1024  # keys per block of the online log-sum-exp
 BLOCK_ELEMENTS = 2**22  # logits per block (16 MiB in float32)
-EPS64 = float(torch.finfo(torch.float64).eps)
-GAUSSIAN_LOGIT_TOL = 1e-8  # largest tolerated rounding error of a Gaussian logit
+GAUSSIAN_LOGIT_TOL = 1e-8  # largest tolerated rounding error of a Gaussian logit (float64 expansion)
+# float32 expansion (CUDA): a logit error δ moves an estimate by at most (e^{2δ} − 1)·max|v|, so
+# δ ≤ 2e-6 keeps it within 4e-6 relative, inside float32's 1e-5 target with room for the rest
+GAUSSIAN_LOGIT_TOL32 = 2e-6
 CPU_FLOAT32_WIDTH = 16  # float32 widths 2..15 are zero-padded to this on the CPU (measured faster)
 
 
@@ -348,11 +354,16 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound=0.0
     """Dispatch to the fused, dense or chunked path; returns (*batch, m, e)."""
     m, n, e = queries.shape[-2], keys.shape[-2], values.shape[-1]
     out = None
-    if chunk_size is None and kernel == "softmax" and e <= _fused_width(queries.shape[-1], queries.device, queries.dtype):
+    needs_grad = torch.is_grad_enabled() and any(x.requires_grad for x in (queries, keys, values))
+    if chunk_size is None and queries.device.type == "cuda" and not needs_grad:
+        # the Triton kernel has no backward: autograd takes SDPA or the torch paths
+        out = _triton_estimate(queries, keys, values, kernel, scale)  # (*batch, m, e) or None
+    sdpa = chunk_size is None and out is None
+    if sdpa and kernel == "softmax" and e <= _fused_width(queries.shape[-1], queries.device, queries.dtype):
         # fused SDPA needs values as wide as the queries: padding narrow values is free,
         # but padding queries and keys to wide values would multiply the logit work
         out = _fused(queries, keys, values, batch, scale)  # (*batch, m, e) or None
-    elif chunk_size is None and kernel == "gaussian" and queries.dtype == torch.float64:
+    elif sdpa and kernel == "gaussian" and _gaussian_fusable(queries.device.type, queries.dtype):
         out = _fused_gaussian(queries, keys, values, batch, scale)  # (*batch, m, e) or None
     if out is not None:
         return out
@@ -363,6 +374,19 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound=0.0
     flat = [x.expand(*batch, *x.shape[-2:]).reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]
     out = _chunked(*flat, kernel, scale, chunk_size or KEY_BLOCK)  # (B, m, e)
     return out.reshape(*batch, m, e)
+
+
+def _triton_estimate(queries, keys, values, kernel, scale):
+    """The fused Triton kernel (:mod:`mhacore.nw_triton`) on CUDA when Triton imports and the shape fits, else None.
+
+    ``(..., m, d), (..., n, d), (..., n, e) -> (*batch, m, e)``: float32/float64, ``d ≤ 128``,
+    ``e ≤ 8``. Imported here, not at module level, so the CPU paths never load Triton.
+    """
+    from . import nw_triton
+
+    if not nw_triton.available() or not nw_triton.fits(queries, keys, values):
+        return None
+    return nw_triton.triton_estimate(queries, keys, values, kernel=kernel, scale=scale)
 
 
 def _fused_width(width: int, device: torch.device, dtype: torch.dtype) -> int:
@@ -429,20 +453,36 @@ def _fused_gaussian(queries, keys, values, batch, scale):
     centre = keys.mean(dim=-2, keepdim=True)  # (..., 1, d)
     q, k = queries - centre, keys - centre  # (..., m, d), (..., n, d)
     k_sq = k.square().sum(-1, keepdim=True)  # (..., n, 1)
-    if not _expansion_is_accurate(q.square().sum(-1).max(), k_sq.max(), scale, d):
+    if not _expansion_is_accurate(q.square().sum(-1).max(), k_sq.max(), scale, d, queries.dtype):
         return None
     q_aug = torch.cat([q * (2 * scale), q.new_full((*q.shape[:-1], 1), -scale)], dim=-1)  # (..., m, d+1)
     k_aug = torch.cat([k, k_sq], dim=-1)  # (..., n, d+1)
     return _fused(q_aug, k_aug, values, batch, 1.0)
 
 
-def _expansion_is_accurate(max_q_sq, max_k_sq, scale: float, d: int) -> bool:
-    """Whether float64 logits from ``‖q̃‖² − 2⟨q̃,k̃⟩ + ‖k̃‖²`` err by at most GAUSSIAN_LOGIT_TOL.
+def _expansion_is_accurate(max_q_sq, max_k_sq, scale: float, d: int, dtype=torch.float64) -> bool:
+    """Whether logits from ``‖q̃‖² − 2⟨q̃,k̃⟩ + ‖k̃‖²`` computed in ``dtype`` are accurate enough.
 
     Rounding of a length-``d`` dot product and of the sums around it: at most about
-    ``(2d + 16)·eps64·scale·(max‖q̃‖² + max‖k̃‖²)``.
+    ``(2d + 16)·eps·scale·(max‖q̃‖² + max‖k̃‖²)`` with ``eps`` of ``dtype``; tolerated up to
+    GAUSSIAN_LOGIT_TOL in float64 and GAUSSIAN_LOGIT_TOL32 in float32 (a worst-case bound:
+    typical errors are far smaller, so it refuses some inputs the expansion would handle).
     """
-    return (2 * d + 16) * EPS64 * scale * float((max_q_sq + max_k_sq).detach()) <= GAUSSIAN_LOGIT_TOL
+    tolerance = GAUSSIAN_LOGIT_TOL32 if dtype == torch.float32 else GAUSSIAN_LOGIT_TOL
+    eps = float(torch.finfo(dtype).eps)
+    return (2 * d + 16) * eps * scale * float(torch.as_tensor(max_q_sq + max_k_sq).detach()) <= tolerance
+
+
+def _gaussian_fusable(device_type: str, dtype: torch.dtype) -> bool:
+    """Whether Gaussian data of this device type and dtype try the fused augmented-row path.
+
+    CPU: float64 only (float32 keeps float64 logits; running the fused kernel in float64 was
+    measured no faster there). CUDA: float32 and float64, the bound of
+    :func:`_expansion_is_accurate` in the data's own dtype deciding.
+    """
+    if device_type == "cuda":
+        return dtype in (torch.float32, torch.float64)
+    return dtype == torch.float64
 
 
 def _chunked(queries, keys, values, kernel, scale, key_block):
