@@ -143,14 +143,67 @@ def _write(out: Path, report: dict) -> None:
     tmp.replace(out)
 
 
+def _check_rounds(ids, world):
+    """Rounds of work: a sharded check alone (every rank shares its replicates), or up
+    to ``world`` other checks side by side (one rank each)."""
+    from . import theorems
+
+    rounds, batch = [], []
+    for theorem_id in ids:
+        if getattr(theorems.REGISTRY[theorem_id].check, "sharded", False):
+            rounds += [batch] if batch else []
+            rounds.append([theorem_id])
+            batch = []
+            continue
+        batch.append(theorem_id)
+        if len(batch) == world:
+            rounds.append(batch)
+            batch = []
+    return rounds + ([batch] if batch else [])
+
+
+def _run_checks(ids, args, report, lead):
+    """Run the checks not yet in ``report`` and, on rank 0, print and save after each
+    round. Alone it runs them in order; under ``torchrun`` see :func:`_check_rounds`."""
+    from . import distributed, theorems
+
+    done = {r["theorem_id"] for r in report["results"]}
+    for theorem_id in (i for i in ids if i in done and lead):
+        print(f"{theorem_id}: kept from {args.out}")
+    start = time.perf_counter()
+
+    def run(theorem_id):
+        return theorems.run(theorem_id, scale=args.scale, device=args.device,
+                            seed=args.seed).to_dict()
+
+    def run_solo(batch, i):
+        with distributed.solo():
+            return run(batch[i])
+
+    for batch in _check_rounds([i for i in ids if i not in done], distributed.world_size()):
+        if len(batch) == 1 and getattr(theorems.REGISTRY[batch[0]].check, "sharded", False):
+            results = [run(batch[0])]
+        else:
+            results = distributed.map_items(lambda i, b=batch: run_solo(b, i), len(batch))
+        report["results"] += results  # rounds keep the order of ids
+        report["wall_time_s"] = round(time.perf_counter() - start, 3)
+        for result in results if lead else ():
+            print(f"{theorems.CheckResult(**result).summary()}  "
+                  f"[{result['wall_time_s']:.1f} s]")
+        if lead and args.out is not None:
+            _write(args.out, report)
+
+
 def check(argv: list[str]) -> int:
     """Run theorem checks; see ``python -m mhacore check --help``.
 
     Exit status: 0 when every requested check holds, 1 when one fails or when ``--resume``
     refuses an existing file, 2 for a usage error (found before any work starts), 130
     after Ctrl-C (finished checks are saved, and one line says so).
+
+    Under ``torchrun`` every rank runs this; rank 0 reads and writes the report and prints.
     """
-    from . import theorems
+    from . import distributed, theorems
 
     parser = argparse.ArgumentParser(prog="python -m mhacore check",
                                      description="Run the book's registered theorem checks.")
@@ -177,27 +230,27 @@ def check(argv: list[str]) -> int:
         parser.error("--resume needs --out")
     _check_out(parser, args.out)
 
+    ctx = distributed.setup(args.device)
+    lead = ctx.rank == 0
     report = {"provenance": provenance(["python", "-m", "mhacore", "check", *argv]),
-              "scale": args.scale, "device": args.device, "seed": args.seed, "results": []}
+              "scale": args.scale, "device": args.device, "seed": args.seed, "results": [],
+              "distributed": distributed.describe(ctx)}
     if args.resume:
-        try:
-            report["results"] = _kept_results(args.out, report)
-        except _Refusal as exc:
-            print(f"--resume: {exc}", file=sys.stderr)
+        kept = None
+        if lead:
+            try:
+                kept = _kept_results(args.out, report)
+            except _Refusal as exc:
+                kept = exc
+        kept = distributed.broadcast(kept)
+        if isinstance(kept, _Refusal):
+            if lead:
+                print(f"--resume: {kept}", file=sys.stderr)
+            distributed.teardown()
             return 1
-    done = {r["theorem_id"] for r in report["results"]}
-    start = time.perf_counter()
+        report["results"] = kept
     try:
-        for theorem_id in ids:
-            if theorem_id in done:
-                print(f"{theorem_id}: kept from {args.out}")
-                continue
-            result = theorems.run(theorem_id, scale=args.scale, device=args.device, seed=args.seed)
-            print(f"{result.summary()}  [{result.wall_time_s:.1f} s]")
-            report["results"].append(result.to_dict())
-            report["wall_time_s"] = round(time.perf_counter() - start, 3)
-            if args.out is not None:
-                _write(args.out, report)
+        _run_checks(ids, args, report, lead)
     except KeyboardInterrupt:
         saved = (f"{len(report['results'])} finished check(s) are saved in {args.out}"
                  if args.out is not None else "nothing saved (no --out)")
@@ -205,20 +258,69 @@ def check(argv: list[str]) -> int:
         return 130
     requested = [r for r in report["results"] if r["theorem_id"] in ids]
     failed = [r["theorem_id"] for r in requested if not r["passed"]]
-    print(f"{len(requested) - len(failed)} passed, {len(failed)} failed")
+    if lead:
+        print(f"{len(requested) - len(failed)} passed, {len(failed)} failed")
+    distributed.teardown()
     return 1 if failed else 0
+
+
+def sweep(argv: list[str]) -> int:
+    """Run a sweep; see ``python -m mhacore sweep heads-width --help``.
+
+    Alone it runs in this process; under ``torchrun --nproc-per-node N -m mhacore sweep
+    ...`` the units are shared by the ranks and rank 0 writes the report.
+    """
+    from . import distributed, sweeps
+
+    parser = argparse.ArgumentParser(
+        prog="python -m mhacore sweep",
+        description="Claim C5: best head width d_k* over budgets D and sizes n.")
+    parser.add_argument("name", choices=["heads-width"])
+    parser.add_argument("--size", choices=sorted(sweeps.SIZES), default="small")
+    parser.add_argument("--budgets", type=int, nargs="+", metavar="D",
+                        help="override the size's budgets D")
+    parser.add_argument("--n-values", type=int, nargs="+", metavar="N",
+                        help="override the size's sample sizes n")
+    parser.add_argument("--blocks", type=int, help="override the number of blocks")
+    parser.add_argument("--block-size", type=int, help="override designs per block")
+    parser.add_argument("--m", type=int, help="override queries per design")
+    parser.add_argument("--seed", type=_seed_arg, default=20260521)
+    parser.add_argument("--device", type=_device_arg, default="cpu",
+                        help="cpu or cuda (each rank takes its LOCAL_RANK's GPU)")
+    parser.add_argument("--out", type=Path, help="JSON report, rewritten every round")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the units already in --out (same seed, block size, "
+                             "queries, scale, noise); the grid may grow")
+    args = parser.parse_args(argv)
+    if args.resume and args.out is None:
+        parser.error("--resume needs --out")
+    _check_out(parser, args.out)
+    overrides = {"budgets": args.budgets, "n_values": args.n_values,
+                 "blocks": args.blocks, "block_size": args.block_size, "m": args.m}
+    try:
+        report = sweeps.run_sweep(args.size, seed=args.seed, device=args.device,
+                                  out=args.out, resume=args.resume,
+                                  overrides=overrides,
+                                  command=["python", "-m", "mhacore", "sweep", *argv])
+        if distributed.rank() == 0:
+            print(sweeps.format_summary(report["summary"]))
+    finally:
+        distributed.teardown()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     from .teach import main as teach
 
-    commands = {"doctor": lambda rest: doctor(), "check": check, "teach": teach}
+    commands = {"doctor": lambda rest: doctor(), "check": check, "teach": teach,
+                "sweep": sweep}
     if not argv or argv[0] not in commands:
-        print("usage: python -m mhacore {doctor,check,teach} [options]\n"
+        print("usage: python -m mhacore {doctor,check,teach,sweep} [options]\n"
               "  doctor  versions of the stack, device and determinism settings\n"
               "  check   run the book's theorem checks and write a JSON report\n"
-              "  teach   generate student or instructor notebooks from the chapters",
+              "  teach   generate student or instructor notebooks from the chapters\n"
+              "  sweep   heads-width: best head width over budgets and sizes (C5)",
               file=sys.stderr)
         return 2
     return commands[argv[0]](argv[1:])

@@ -6,7 +6,9 @@ or one fixed design with fresh noise), evaluates every head of a :class:`MultiHe
 every replicate with batched calls (chunks of replicates, any torch device) and returns
 the ``(R, H, m)`` predictions that :func:`mhacore.bias_variance_covariance` decomposes
 (claim C2). Randomness: replicate ``r`` draws from its own child generator (``spawn``), so
-results do not depend on the chunk size or the device.
+results do not depend on the chunk size or the device. Under ``torchrun`` the chunks are
+shared by the ranks (:func:`mhacore.distributed.map_items`) and every rank gets the same
+``(R, H, m)`` array, identical to a single-process run.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from . import distributed
 from ._rng import spawn
 from ._validation import as_tensors, check_device, check_float_dtype, check_int, check_nonnegative
 from .attention import MultiHeadNW
@@ -186,13 +189,20 @@ def simulate_heads(
     step = check_int(chunk_size, "chunk_size") if chunk_size is not None else max(1, CHUNK_LOGITS // work)
     starts = range(0, n_replicates, step)
     show = progress if progress is not None else (len(starts) > 1 and work * n_replicates > PROGRESS_LOGITS)
-    out = np.empty((n_replicates, mha.n_heads, queries.shape[0]))  # (R, H, m)
-    for r0 in tqdm(starts, disable=not show, desc="replicates", unit="chunk"):
+    bar = tqdm(total=len(starts), disable=not show, desc="replicates", unit="chunk")
+    to = lambda a: torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731
+
+    def chunk(i):  # replicates starts[i] .. starts[i] + step - 1, the same on any rank
+        r0 = starts[i]
         keys, values = _draw(model, children[1 + r0 : 1 + r0 + step], n, fixed_keys)
-        to = lambda a: torch.as_tensor(a, device=device, dtype=dtype)  # noqa: E731
         heads = mha.head_estimates(queries, to(keys), to(values))  # (r, H, m)
-        out[r0 : r0 + step] = heads.detach().cpu().double().numpy()
-    return out
+        bar.update()
+        return heads.detach().cpu().double().numpy()
+
+    # under torchrun each rank computes its shard of the chunks (mhacore.distributed)
+    chunks = distributed.map_items(chunk, len(starts))
+    bar.close()
+    return np.concatenate(chunks, axis=0)  # (R, H, m)
 
 
 def _fixed_design(model, fixed_design, n, rng):

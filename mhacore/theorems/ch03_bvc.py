@@ -17,6 +17,7 @@ import torch
 from ..attention import MultiHeadNW
 from ..decomposition import bias_variance_covariance
 from ..montecarlo import DataModel, simulate_heads
+from ..distributed import sharded
 from ._registry import Measurement, register, standard_error
 
 __all__ = ["chapter_model", "random_heads", "design_moments"]
@@ -119,6 +120,7 @@ def _check_convex(scale, device, seed):
     symbolic="SymPy: expansion of E[(Σα_h(b_h+e_h))²] for H = 2, 3 and in matrix form; Krogh–Vedelsby form.",
     caveat="Exact algebraic identity; the tolerance is float64 rounding.",
 )
+@sharded  # its replicates run through simulate_heads, shared by the ranks
 def _check_identity(scale, device, seed):
     s = SETTINGS[scale]
     rng = np.random.default_rng(seed)
@@ -153,6 +155,7 @@ def _check_identity(scale, device, seed):
     symbolic="Var(wᵀ(F + σε)) = σ² wᵀw for independent noise of variance σ².",
     caveat="Conditional on the design and on the query; noise independent with common variance σ².",
 )
+@sharded  # its replicates run through simulate_heads, shared by the ranks
 def _check_design_variance(scale, device, seed):
     model, _, _, _, predictions, weights = _fixed_design_run(scale, device, seed)
     var_terms, _ = design_moments(predictions)
@@ -171,6 +174,7 @@ def _check_design_variance(scale, device, seed):
     symbolic="Cov(wᵀy, vᵀy) = σ² wᵀv; softmax weights are positive so wᵀv > 0.",
     caveat="Conditional on the design; heads must share the same noisy responses.",
 )
+@sharded  # its replicates run through simulate_heads, shared by the ranks
 def _check_design_covariance(scale, device, seed):
     model, _, _, _, predictions, weights = _fixed_design_run(scale, device, seed)
     _, cov_terms = design_moments(predictions)

@@ -1,0 +1,290 @@
+"""Running alone or as one rank of many: everything ``torch.distributed`` in one place.
+
+Monte Carlo work is split by replicate index, never by rank. Replicate ``r``'s generator
+comes from the seed and ``r`` alone (:func:`replicate_rng`, the ``r``-th child of
+``SeedSequence(seed).spawn``), each rank computes the items of its shard of
+``range(n)``, and :func:`map_items` gathers the per-item results back in index order on
+every rank. Every reduction (mean, standard error, argmin) then runs on the same full
+array in the same order, so one process, two ranks or a cluster give the same report, to
+the last bit. Reduction order could differ only if a caller summed per-rank partial sums;
+nothing in :mod:`mhacore` does.
+
+Without a launcher (no ``WORLD_SIZE`` > 1 in the environment) every function here runs
+the single-process path: :func:`setup` starts nothing, :func:`map_items` is a loop, and
+:func:`barrier` returns at once. Under ``torchrun`` (or a cluster launcher that sets
+``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``), :func:`setup` starts the
+process group: gloo on CPU, nccl on CUDA with one GPU per rank (``LOCAL_RANK``).
+Collectives time out after ``MHACORE_DIST_TIMEOUT_S`` seconds (default 1800), so a rank
+that died outside a collective ends the job instead of hanging it; an exception inside
+:func:`map_items` is sent to every rank, which all raise :class:`RankError` with the
+failing rank's message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ._validation import check_int
+
+__all__ = ["Context", "RankError", "setup", "teardown", "rank", "world_size", "active",
+           "solo", "sharded", "shard", "replicate_rng", "map_items", "map_replicates", "all_gather",
+           "broadcast", "barrier", "describe"]
+
+TIMEOUT_ENV = "MHACORE_DIST_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+class RankError(RuntimeError):
+    """A rank failed inside :func:`map_items`; raised on every rank with its message."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where this process sits: its rank, the world size, the backend and its device."""
+
+    rank: int
+    world_size: int
+    backend: str | None
+    device: str
+
+
+def _launched_world() -> int:
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+
+
+_SOLO = threading.local()
+
+
+def active() -> bool:
+    """True when a process group with more than one rank is running (outside solo)."""
+    if getattr(_SOLO, "depth", 0):
+        return False
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+@contextlib.contextmanager
+def solo():
+    """Inside, this rank works alone: :func:`map_items` loops, no collective runs.
+
+    For work one rank does by itself (a check that is not sharded), so that helpers
+    it calls which would otherwise share their items do not wait for the other ranks.
+
+    >>> with solo():
+    ...     world_size()
+    1
+    """
+    _SOLO.depth = getattr(_SOLO, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _SOLO.depth -= 1
+
+
+def rank() -> int:
+    """This process's rank (0 when alone)."""
+    return dist.get_rank() if active() else 0
+
+
+def world_size() -> int:
+    """Number of ranks (1 when alone)."""
+    return dist.get_world_size() if active() else 1
+
+
+def _timeout_s(timeout_s) -> float:
+    if timeout_s is None:
+        timeout_s = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be a number > 0; got {timeout_s!r}")
+    return float(timeout_s)
+
+
+def setup(device: str = "cpu", *, timeout_s: float | None = None) -> Context:
+    """Start the process group when launched with several ranks; return the context.
+
+    Parameters
+    ----------
+    device : str
+        ``"cpu"`` (backend gloo) or ``"cuda"`` (backend nccl, device
+        ``cuda:LOCAL_RANK``). Alone, ``device`` is returned unchanged.
+    timeout_s : float, optional
+        Timeout of every collective; default ``$MHACORE_DIST_TIMEOUT_S`` or 1800 s.
+
+    Returns
+    -------
+    Context
+
+    Examples
+    --------
+    >>> setup("cpu").world_size  # no launcher here
+    1
+    """
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a str such as 'cpu' or 'cuda'; got {device!r}")
+    timeout = _timeout_s(timeout_s)
+    if _launched_world() <= 1:
+        return Context(0, 1, None, device)
+    cuda = device.startswith("cuda")
+    if cuda:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        device = f"cuda:{local}"
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo",
+                                timeout=_dt.timedelta(seconds=timeout))
+    return Context(dist.get_rank(), dist.get_world_size(), dist.get_backend(), device)
+
+
+def teardown() -> None:
+    """Destroy the process group if :func:`setup` started one."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def shard(n: int, rank_: int | None = None, world: int | None = None) -> range:
+    """Indices of ``range(n)`` that rank ``rank_`` of ``world`` computes (strided).
+
+    Examples
+    --------
+    >>> list(shard(7, 1, 3)), list(shard(7, 0, 1))
+    ([1, 4], [0, 1, 2, 3, 4, 5, 6])
+    """
+    n = check_int(n, "n", minimum=0)
+    world = world_size() if world is None else check_int(world, "world")
+    rank_ = rank() if rank_ is None else check_int(rank_, "rank_", minimum=0)
+    if rank_ >= world:
+        raise ValueError(f"rank_ must be < world = {world}; got {rank_}")
+    return range(rank_, n, world)
+
+
+def replicate_rng(seed: int, *index: int) -> np.random.Generator:
+    """Generator of replicate ``index`` from ``seed`` alone (no rank, no world size).
+
+    Equal to the child reached by ``SeedSequence(seed).spawn`` along ``index``: child
+    ``r`` of ``spawn(R)`` for one index, its child ``s`` for ``(r, s)``, and so on.
+
+    Examples
+    --------
+    >>> kid = np.random.default_rng(np.random.SeedSequence(5).spawn(4)[3])
+    >>> bool(replicate_rng(5, 3).random() == kid.random())
+    True
+    """
+    seed = check_int(seed, "seed", minimum=0)
+    for i in index:
+        check_int(i, "index", minimum=0)
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=tuple(index)))
+
+
+def all_gather(obj) -> list:
+    """Every rank's ``obj`` (picklable), in rank order, on every rank."""
+    if not active():
+        return [obj]
+    out = [None] * world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast(obj, src: int = 0):
+    """``obj`` of rank ``src`` on every rank."""
+    if not active():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def barrier(timeout_s: float | None = None) -> None:
+    """Wait for every rank, at most ``timeout_s`` (gloo names the missing ranks)."""
+    if not active():
+        return
+    if dist.get_backend() == "gloo":
+        timeout = _dt.timedelta(seconds=_timeout_s(timeout_s))
+        dist.monitored_barrier(timeout=timeout, wait_all_ranks=True)
+    else:
+        dist.barrier()
+
+
+def map_items(fn: Callable[[int], object], n: int) -> list:
+    """``[fn(0), ..., fn(n - 1)]`` on every rank, each rank computing its shard.
+
+    ``fn(i)`` must depend on ``i`` alone (draw from :func:`replicate_rng` or from a
+    generator list built identically on every rank), never on the rank.
+
+    Raises
+    ------
+    RankError
+        On every rank, when ``fn`` raised on any rank; the message names that rank, the
+        item and the original exception (last lines of its traceback).
+
+    Examples
+    --------
+    >>> map_items(lambda i: i * i, 4)
+    [0, 1, 4, 9]
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable; got {type(fn).__name__}")
+    n = check_int(n, "n", minimum=0)
+    mine, failure = {}, None
+    for i in shard(n):
+        try:
+            mine[i] = fn(i)
+        except Exception as exc:  # sent to every rank below, re-raised there
+            if not active():
+                raise
+            tail = "".join(traceback.format_exception(exc)[-3:]).strip()
+            failure = f"rank {rank()} failed on item {i}: {exc!r}\n{tail}"
+            break
+    parts = all_gather((mine, failure))
+    failures = [f for _, f in parts if f is not None]
+    if failures:
+        raise RankError("\n".join(failures))
+    merged = {}
+    for part, _ in parts:
+        merged.update(part)
+    return [merged[i] for i in range(n)]
+
+
+def map_replicates(fn: Callable[[int, np.random.Generator], object], n_replicates: int,
+                   seed: int) -> list:
+    """``[fn(r, replicate_rng(seed, r)) for r in range(n_replicates)]``, sharded.
+
+    Examples
+    --------
+    >>> draws = map_replicates(lambda r, g: g.integers(100), 3, seed=1)
+    >>> draws == [replicate_rng(1, r).integers(100) for r in range(3)]
+    True
+    """
+    seed = check_int(seed, "seed", minimum=0)
+    return map_items(lambda r: fn(r, replicate_rng(seed, r)), n_replicates)
+
+
+def sharded(check):
+    """Mark a theorem check whose replicates are shared by the ranks (via
+    :func:`map_items`): ``check`` runs it on every rank at once; other checks run on
+    one rank each, several at a time. Returns ``check`` itself."""
+    check.sharded = True
+    return check
+
+
+def describe(ctx: Context) -> dict:
+    """Provenance of a run: world size, backend and each rank's device (a collective)."""
+    return {"world_size": ctx.world_size, "backend": ctx.backend,
+            "rank_devices": all_gather(_device_name(ctx.device))}
+
+
+def _device_name(device: str) -> str:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
+    return device
