@@ -385,6 +385,10 @@ def law_predictions(n_lo, n_hi):
             "ensemble, rho = 0": {"n": 2 / 7, "D": 2 / 7}}
 
 
+def _finite(x):
+    return float(x) if math.isfinite(x) else None
+
+
 def summarise(report, n_boot=N_BOOT):
     """Best widths, edge flags, exponents with bootstrap intervals, law predictions.
 
@@ -419,8 +423,8 @@ def summarise(report, n_boot=N_BOOT):
     summary = {"points": points,
                "edges": [f"D={p['D']}, n={p['n']}: {p['edge']}" for p in points
                          if p["edge"]],
-               "exponent_n": b_n, "exponent_n_interval": interval(0),
-               "exponent_D": b_d, "exponent_D_interval": interval(1),
+               "exponent_n": _finite(b_n), "exponent_n_interval": interval(0),
+               "exponent_D": _finite(b_d), "exponent_D_interval": interval(1),
                "interior_points": len(inner_n), "n_boot": n_boot,
                "interval": "2.5-97.5 % bootstrap over replicate blocks"}
     if inner_n:
@@ -440,7 +444,9 @@ def format_summary(summary):
     for name in ("n", "D"):
         ci = summary[f"exponent_{name}_interval"]
         ci = "n/a" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-        lines.append(f"exponent in {name}: {summary[f'exponent_{name}']:.3f}, 95 % {ci}")
+        value = summary[f"exponent_{name}"]
+        value = "n/a" if value is None else f"{value:.3f}"
+        lines.append(f"exponent in {name}: {value}, 95 % {ci}")
     for law, pred in summary.get("laws", {}).items():
         lines.append(f"  {law}: n {pred['n']:.3f}, D {pred['D']:.3f}")
     return "\n".join(lines)

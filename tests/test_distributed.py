@@ -1,0 +1,175 @@
+"""mhacore.distributed: one process, and 1, 2 or 3 ranks under torchrun (gloo, CPU).
+
+The torchrun tests launch ``python -m torch.distributed.run --standalone`` in a
+subprocess (each launch costs a few seconds of start-up per rank) and compare what rank 0
+wrote with a single-process run in this process.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mhacore import distributed, sweeps, theorems
+from mhacore.montecarlo import DataModel, simulate_heads
+from mhacore.attention import MultiHeadNW
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER = str(ROOT / "tests" / "dist_worker.py")
+CHECKS = ("bvc-design-variance", "bvc-identity", "head-is-nw")  # two sharded, one not
+
+
+def torchrun(nproc, *args, timeout=120):
+    """Run ``torchrun --standalone --nproc-per-node nproc ARGS``; return the process."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1",
+               MHACORE_DIST_TIMEOUT_S="30")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc-per-node={nproc}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=ROOT)
+
+
+# ---- single process ------------------------------------------------------------------
+
+def test_alone_nothing_is_started():
+    ctx = distributed.setup("cpu")
+    assert (ctx.rank, ctx.world_size, ctx.backend) == (0, 1, None)
+    assert not distributed.active() and distributed.rank() == 0
+    assert distributed.all_gather("x") == ["x"] and distributed.broadcast(5) == 5
+    distributed.barrier()  # returns at once
+
+
+def test_shards_partition_the_range():
+    for world in (1, 2, 3, 5):
+        parts = [list(distributed.shard(11, r, world)) for r in range(world)]
+        assert sorted(sum(parts, [])) == list(range(11))
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+def test_replicate_streams_depend_on_the_index_alone():
+    children = np.random.SeedSequence(9).spawn(5)
+    for r in (0, 4):
+        assert (distributed.replicate_rng(9, r).random(3)
+                == np.random.default_rng(children[r]).random(3)).all()
+    nested = np.random.default_rng(children[2].spawn(4)[3]).random(2)
+    assert (distributed.replicate_rng(9, 2, 3).random(2) == nested).all()
+    got = distributed.map_replicates(lambda r, g: g.standard_normal(2), 4, seed=9)
+    assert all((a == distributed.replicate_rng(9, r).standard_normal(2)).all()
+               for r, a in enumerate(got))
+
+
+def test_map_items_alone_raises_the_original_exception():
+    def fail(i):
+        raise KeyError(i)
+    with pytest.raises(KeyError):
+        distributed.map_items(fail, 2)
+    assert distributed.map_items(lambda i: -i, 3) == [0, -1, -2]
+
+
+def test_solo_hides_the_world():
+    with distributed.solo():
+        assert distributed.world_size() == 1 and not distributed.active()
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: distributed.shard(-1), ValueError, r"n must be an integer >= 0; got -1"),
+    (lambda: distributed.shard(4, 3, 2), ValueError, r"rank_ must be < world = 2; got 3"),
+    (lambda: distributed.replicate_rng(-2), ValueError, r"seed must be an integer >= 0"),
+    (lambda: distributed.map_items(3, 2), TypeError, r"fn must be callable; got int"),
+    (lambda: distributed.setup(0), TypeError, r"device must be a str"),
+    (lambda: distributed.setup("cpu", timeout_s=0), ValueError, r"timeout_s must be"),
+])
+def test_validation(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_simulate_heads_is_unchanged_by_chunking():
+    model = DataModel(f=lambda x: x.sum(-1), p=2, sigma=1.0)
+    w = np.random.default_rng(0).standard_normal((3, 2, 1))
+    args = (model, MultiHeadNW(w, w), 20, np.zeros((4, 2)), 7, 3)
+    whole = simulate_heads(*args, chunk_size=7)  # (7, 3, 4)
+    assert (simulate_heads(*args, chunk_size=2) == whole).all()
+
+
+# ---- several ranks under torchrun ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """Checks and the tiny sweep in this process, without torchrun."""
+    checks = {i: theorems.run(i) for i in CHECKS}
+    report = sweeps.run_sweep("tiny", log=None)
+    return checks, report
+
+
+def _estimates(result):
+    return np.array([result["estimate"], result["prediction"], result["standard_error"]])
+
+
+@pytest.mark.parametrize("nproc", [1, 2, 3])
+def test_any_world_size_gives_the_same_report(nproc, reference, tmp_path):
+    checks, sweep = reference
+    out = tmp_path / "check.json"
+    args = sum((["--theorem", i] for i in CHECKS), [])
+    proc = torchrun(nproc, "-m", "mhacore", "check", *args, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert [r["theorem_id"] for r in report["results"]] == list(CHECKS)
+    assert report["distributed"]["world_size"] == nproc
+    assert report["distributed"]["rank_devices"] == ["cpu"] * nproc
+    for result in report["results"]:
+        ours = _estimates(checks[result["theorem_id"]].to_dict())
+        # documented as 1e-12 relative; gathering per-replicate terms makes it exact
+        np.testing.assert_allclose(_estimates(result), ours, rtol=1e-12, atol=0)
+    out = tmp_path / "sweep.json"
+    proc = torchrun(nproc, "-m", "mhacore", "sweep", "heads-width", "--size", "tiny",
+                    "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(out.read_text())
+    assert got["runs"][0]["distributed"]["backend"] == (None if nproc == 1 else "gloo")
+    assert got["units"].keys() == sweep["units"].keys()
+    for key, unit in sweep["units"].items():
+        for part in ("bias_sq", "spread"):
+            np.testing.assert_allclose(got["units"][key][part], unit[part],
+                                       rtol=1e-12, atol=0)
+    assert json.dumps(got["summary"]) == json.dumps(sweep["summary"])
+
+
+def test_a_killed_rank_loses_only_the_units_in_flight(reference, tmp_path):
+    _, sweep = reference
+    out = tmp_path / "sweep.json"
+    proc = torchrun(2, WORKER, "die-in-sweep", str(out))
+    assert proc.returncode != 0
+    partial = json.loads(out.read_text())
+    kept = set(partial["units"])
+    assert 0 < len(kept) < len(sweep["units"]) and "summary" not in partial
+    proc = torchrun(2, "-m", "mhacore", "sweep", "heads-width", "--size", "tiny",
+                    "--out", str(out), "--resume")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{len(kept)} units kept" in proc.stdout
+    done = json.loads(out.read_text())
+    first, second = done["runs"]
+    assert first["units_run"] == len(kept)  # the saved rounds, nothing in flight
+    assert second["units_run"] == len(sweep["units"]) - len(kept)  # no unit twice
+    assert done["units"].keys() == sweep["units"].keys()
+    assert all(done["units"][k][p] == sweep["units"][k][p]
+               for k in sweep["units"] for p in ("bias_sq", "spread"))
+    assert json.dumps(done["summary"]) == json.dumps(sweep["summary"])
+
+
+def test_an_exception_in_a_rank_ends_every_rank_with_its_message():
+    proc = torchrun(2, WORKER, "raise-in-map", timeout=90)
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert "RankError: rank 1 failed on item 3: ValueError('boom on item 3')" in text
+    assert text.count("rank 1 failed on item 3") >= 2  # raised on both ranks
+
+
+def test_a_rank_dying_outside_a_collective_does_not_hang_the_job():
+    proc = torchrun(2, WORKER, "raise-outside", timeout=90)
+    assert proc.returncode != 0
+    assert "rank one gives up before the gather" in proc.stdout + proc.stderr
