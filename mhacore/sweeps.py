@@ -29,8 +29,9 @@ from . import distributed
 from ._validation import check_int, check_positive
 from .theorems.ch06_heads_width import signal
 
-__all__ = ["SIZES", "splits", "block_risks", "plan_units", "run_sweep", "summarise",
-           "best_width", "fit_exponents", "law_predictions"]
+__all__ = ["SIZES", "load_report", "splits", "block_risks", "plan_units", "unit_key",
+           "run_sweep", "risk_table", "summarise", "format_summary", "best_width",
+           "fit_exponents", "law_predictions"]
 
 #: Sweep sizes: budgets, sample sizes, blocks of designs, designs per block, queries.
 SIZES = {
@@ -54,6 +55,17 @@ def splits(budget: int) -> np.ndarray:
     """
     budget = check_int(budget, "budget")
     return np.array([d for d in range(1, budget + 1) if budget % d == 0])
+
+
+REPORT = Path(__file__).resolve().parents[1] / "reports" / "sweep-heads-width.json"
+
+
+def load_report(path=None) -> dict:
+    """The sweep report at ``path``; default the committed ``reports/`` file."""
+    path = REPORT if path is None else Path(path)
+    if not path.exists():
+        raise ValueError(f"path must be an existing sweep report; got {str(path)!r}")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _design(seed, budget, r, n, m):
@@ -140,8 +152,8 @@ def plan_units(budgets, n_values, blocks):
     """
     units = [(int(b), int(n), k) for b in budgets for n in n_values
              for k in range(blocks)]
-    cost = lambda u: (u[0] * len(splits(u[0])) * u[1], u)  # noqa: E731
-    return sorted(units, key=cost, reverse=True)
+    cost = lambda u: (-u[0] * len(splits(u[0])) * u[1], u[2])  # noqa: E731
+    return sorted(units, key=cost)  # costliest first; low blocks first among equals
 
 
 def unit_key(unit) -> str:
@@ -356,8 +368,9 @@ def _optima(report, block_index):
     return rows
 
 
-def _fit(rows):
-    inner = [(b, n, o["interpolated"]) for b, n, o in rows if o["edge"] is None]
+def _fit(rows, only_n=None):
+    inner = [(b, n, o["interpolated"]) for b, n, o in rows
+             if o["edge"] is None and (only_n is None or n in only_n)]
     if not inner:
         return float("nan"), float("nan")
     budgets, ns, ds = zip(*inner)
@@ -395,20 +408,27 @@ def summarise(report, n_boot=N_BOOT):
     Intervals are the 2.5 % and 97.5 % points over ``n_boot`` resamples of the replicate
     blocks (the same blocks at every grid point, so designs shared by several ``n``
     stay paired); each resample re-finds every optimum and refits. Points whose optimum
-    sits at an edge of the grid of widths are excluded from the fit and listed.
+    sits at an edge of the grid of widths are excluded from the fit and listed. The
+    ``_balanced`` exponents refit on the sizes ``n`` at which every budget's optimum is
+    interior (``balanced_n``), so that the edges do not decide which budgets are fitted.
     """
     s = report["settings"]
     report = dict(report, _tables={b: risk_table(report, b) for b in s["budgets"]})
     blocks = np.arange(s["blocks"])
     rows = _optima(report, blocks)
+    # sizes at which every budget's optimum is interior: a fit there is not shaped by
+    # which points the edges removed
+    balanced = [n for n in s["n_values"]
+                if all(o["edge"] is None for _, m, o in rows if m == n)]
     b_n, b_d = _fit(rows)
     rng = np.random.default_rng(BOOT_SEED)
     boot, interior = [], np.zeros(len(rows))
     for _ in range(n_boot):
         resampled = _optima(report, rng.integers(0, s["blocks"], s["blocks"]))
-        boot.append(_fit(resampled))
+        boot.append(_fit(resampled) + _fit(resampled, balanced))
         interior += [o["edge"] is None for _, _, o in resampled]
-    boot = np.array(boot)  # (n_boot, 2): b_n, b_D
+    boot = np.array(boot)  # (n_boot, 4): b_n, b_D, then both at the balanced sizes
+    bal_n, bal_d = _fit(rows, balanced)
     inner_n = [n for _, n, o in rows if o["edge"] is None]
     points = [{"D": b, "n": n, "d_k_star": o["discrete"],
                "d_k_star_interpolated": round(o["interpolated"], 6), "edge": o["edge"],
@@ -425,6 +445,11 @@ def summarise(report, n_boot=N_BOOT):
                          if p["edge"]],
                "exponent_n": _finite(b_n), "exponent_n_interval": interval(0),
                "exponent_D": _finite(b_d), "exponent_D_interval": interval(1),
+               "balanced_n": balanced,
+               "exponent_n_balanced": _finite(bal_n),
+               "exponent_n_balanced_interval": interval(2),
+               "exponent_D_balanced": _finite(bal_d),
+               "exponent_D_balanced_interval": interval(3),
                "interior_points": len(inner_n), "n_boot": n_boot,
                "interval": "2.5-97.5 % bootstrap over replicate blocks"}
     if inner_n:
@@ -441,12 +466,14 @@ def format_summary(summary):
         lines.append(f"D = {p['D']:>4}, n = {p['n']:>6}: d_k* = {p['d_k_star']:>4} "
                      f"(interpolated {p['d_k_star_interpolated']:.3g}, interior in "
                      f"{100 * p['interior_share']:.0f} % of resamples){flag}")
-    for name in ("n", "D"):
+    for name in ("n", "D", "n_balanced", "D_balanced"):
         ci = summary[f"exponent_{name}_interval"]
         ci = "n/a" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
         value = summary[f"exponent_{name}"]
         value = "n/a" if value is None else f"{value:.3f}"
-        lines.append(f"exponent in {name}: {value}, 95 % {ci}")
+        label = name.replace("_balanced", " (balanced sizes)")
+        lines.append(f"exponent in {label}: {value}, 95 % {ci}")
+    lines.append(f"  (sizes with every budget interior: {summary['balanced_n']})")
     for law, pred in summary.get("laws", {}).items():
         lines.append(f"  {law}: n {pred['n']:.3f}, D {pred['D']:.3f}")
     return "\n".join(lines)
