@@ -11,7 +11,9 @@ normalisation ``(W_K^h)ᵀ W_K^{h'} / d_head`` on raw matrices does not keep HDI
 the orthonormal form is used here. Frame-potential bound:
 ``HDI ≤ 1 − max(0, H d_head / p − 1) / (H − 1)``.
 
-Everything here works on small matrices, in float64 numpy (torch inputs are converted).
+Everything here works on small matrices, in float64 numpy (torch inputs are converted),
+except :func:`head_diversity_indices` and :func:`random_subspace_hdis`, which batch many
+configurations into torch calls on any device.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from threadpoolctl import threadpool_limits
 
 from ._validation import as_tensors, check_int
 
-__all__ = ["principal_angles", "cross_gram", "head_diversity_index", "max_feasible_hdi"]
+__all__ = ["principal_angles", "cross_gram", "head_diversity_index", "max_feasible_hdi",
+           "head_diversity_indices", "random_subspace_hdis"]
 
 
 def _float64(arrays: dict, ndims: dict):
@@ -220,3 +223,112 @@ def max_feasible_hdi(n_heads: int, d_head: int, p: int) -> float:
     if d_head > p:
         raise ValueError(f"d_head must be <= p = {p}; got {d_head}")
     return 1.0 - max(0.0, n_heads * d_head / p - 1.0) / (n_heads - 1)
+
+
+def head_diversity_indices(w_keys, *, device="cpu", chunk_size=None) -> np.ndarray:
+    """HDI of many head configurations at once, by batched QR on a torch device.
+
+    The same number as :func:`head_diversity_index` for each configuration, computed
+    without a Python loop: one batched QR gives every head's basis ``U_h``, and the
+    off-diagonal sum is ``‖UᵀU‖_F² − H d_head`` with ``U = [U_1 … U_H]`` (or ``‖UUᵀ‖_F²``
+    when ``p < H d_head``, the same number), since each ``U_hᵀU_h`` is the identity.
+
+    Parameters
+    ----------
+    w_keys : array_like of shape (R, H, p, d_head)
+        ``R`` configurations of key projections, ``H ≥ 2``, ``d_head ≤ p``, each head
+        of full column rank.
+    device : str
+        Torch device of the computation (float64), e.g. ``"cpu"`` or ``"cuda"``.
+    chunk_size : int, optional
+        Configurations per batched call; default keeps each call near 2^24 numbers.
+
+    Returns
+    -------
+    numpy.ndarray of shape (R,)
+        In [0, 1] (clipped against rounding).
+
+    Raises
+    ------
+    ValueError
+        Not 4-D, ``H < 2``, ``d_head > p``, NaN/inf, or a rank-deficient head (named by
+        its configuration and head index).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> planes = np.stack([np.eye(4)[:, :2], np.eye(4)[:, 2:]])  # (2, 4, 2), orthogonal
+    >>> head_diversity_indices(np.stack([planes, planes[[0, 0]]]))
+    array([1., 0.])
+    """
+    import torch
+
+    (w_keys,), _ = as_tensors({"w_keys": w_keys}, {"w_keys": 4})
+    if w_keys.ndim != 4:  # more than 4 dimensions
+        raise ValueError(f"w_keys must have shape (R, n_heads, p, d_head); got {tuple(w_keys.shape)}")
+    n_conf, n_heads, p, d_head = w_keys.shape
+    if n_heads < 2:
+        raise ValueError(f"w_keys must hold n_heads >= 2 heads for a diversity index; got {n_heads}")
+    if d_head > p:
+        raise ValueError(f"w_keys must have d_head <= p; got d_head={d_head}, p={p}")
+    width = min(p, n_heads * d_head)
+    step = (check_int(chunk_size, "chunk_size") if chunk_size is not None
+            else max(1, (1 << 24) // (width * width + n_heads * p * d_head)))
+    out = np.empty(n_conf)
+    # many small factorisations: on a CPU one thread each is faster on a busy machine
+    threads = torch.get_num_threads()
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        _batched_hdi(w_keys, out, step, device)
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+def _batched_hdi(w_keys, out, step, device):
+    """Fill ``out`` (R,) with the HDI of ``w_keys`` (R, H, p, d_head), ``step`` at a time."""
+    import torch
+
+    n_conf, n_heads, p, d_head = w_keys.shape
+    for r0 in range(0, n_conf, step):
+        w = w_keys[r0:r0 + step].to(device=device, dtype=torch.float64)  # (c, H, p, d)
+        q, r = torch.linalg.qr(w)  # (c, H, p, d), (c, H, d, d)
+        s = torch.linalg.svdvals(r)  # (c, H, d), descending
+        tol = max(p, d_head) * np.finfo(np.float64).eps * s[..., 0]  # (c, H)
+        bad = (s[..., 0] == 0) | (s[..., -1] <= tol)
+        if bool(bad.any()):
+            c, h = (int(i) for i in torch.nonzero(bad)[0])
+            raise ValueError(f"w_keys[{r0 + c}, {h}] must have full column rank {d_head}; "
+                             f"got singular values down to {float(s[c, h, -1]):.3g}")
+        u = q.permute(0, 2, 1, 3).reshape(-1, p, n_heads * d_head)  # (c, p, H d)
+        gram = u @ u.transpose(1, 2) if p < n_heads * d_head else u.transpose(1, 2) @ u
+        off = (gram**2).sum((1, 2)) - n_heads * d_head  # (c,)
+        hdi = 1.0 - off / (n_heads * (n_heads - 1) * d_head)
+        out[r0:r0 + len(w)] = hdi.clamp(0.0, 1.0).cpu().numpy()
+
+
+def random_subspace_hdis(n_draws, n_heads, d_head, p, rng=None, *, device="cpu"):
+    """HDI of ``n_draws`` independent Haar-random configurations (claim C3 baseline).
+
+    Draws the Gaussian matrices of :func:`mhacore.optimize.random_subspaces` from ``rng``
+    in the same order (``n_draws`` calls give the same numbers), chunk by chunk, and
+    hands them to :func:`head_diversity_indices` (the HDI of a configuration depends on
+    the spanned subspaces only, so orthonormalising first changes nothing but rounding).
+
+    Examples
+    --------
+    >>> hdis = random_subspace_hdis(50, 4, 2, 16, rng=0)
+    >>> hdis.shape, bool(abs(hdis.mean() - (1 - 2 / 16)) < 0.02)
+    ((50,), True)
+    """
+    from ._rng import as_generator
+
+    n_draws, n_heads = check_int(n_draws, "n_draws"), check_int(n_heads, "n_heads", minimum=2)
+    d_head, p = check_int(d_head, "d_head"), check_int(p, "p")
+    gen = as_generator(rng)
+    step = max(1, (1 << 22) // (n_heads * p * d_head))
+    return np.concatenate([
+        head_diversity_indices(gen.standard_normal((min(step, n_draws - r0), n_heads, p, d_head)),
+                               device=device)
+        for r0 in range(0, n_draws, step)])

