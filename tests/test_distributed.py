@@ -151,6 +151,18 @@ def test_any_world_size_gives_the_same_report(nproc, reference, tmp_path):
     assert same_summary(got["summary"], sweep["summary"])
 
 
+def test_forest_replicates_shared_by_ranks(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests"))
+    from dist_worker import forest_replicates
+
+    trees, forest = forest_replicates()  # alone: (6, 4, 4), (6, 4)
+    proc = torchrun(2, WORKER, "forest", str(tmp_path / "forest.npz"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = np.load(tmp_path / "forest.npz")
+    np.testing.assert_allclose(got["trees"], trees, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(got["forest"], forest, rtol=1e-12, atol=0)
+
+
 def test_a_killed_rank_loses_only_the_units_in_flight(reference, tmp_path):
     _, sweep = reference
     out = tmp_path / "sweep.json"

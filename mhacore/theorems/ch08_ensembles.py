@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import distributed
 from .._rng import spawn
 from .._validation import check_int
 from ..colony import colony_variance, scout_moments, simulate_assessments
@@ -76,16 +77,18 @@ def forest_tree_predictions(model, n, queries, n_replicates, rng, *, n_trees=10,
     n, n_replicates = check_int(n, "n"), check_int(n_replicates, "n_replicates")
     n_trees = check_int(n_trees, "n_trees")
     queries = np.asarray(queries, dtype=np.float64)  # (m, p)
-    trees = np.empty((n_replicates, n_trees, len(queries)))  # (R, B, m)
-    forest = np.empty((n_replicates, len(queries)))  # (R, m)
-    for r, g in enumerate(spawn(rng, n_replicates)):
+    children = spawn(rng, n_replicates)
+
+    def replicate(r):  # scikit-learn runs on the CPU; under torchrun the ranks share these
+        g = children[r]
         keys, values = model.sample(g, n)  # (n, p), (n,)
         fit = RandomForestRegressor(n_estimators=n_trees, max_features=max_features,
                                     min_samples_leaf=min_samples_leaf,
                                     random_state=int(g.integers(2**31 - 1)), n_jobs=1).fit(keys, values)
-        trees[r] = np.stack([t.predict(queries) for t in fit.estimators_])  # (B, m)
-        forest[r] = fit.predict(queries)
-    return trees, forest
+        return np.stack([t.predict(queries) for t in fit.estimators_]), fit.predict(queries)  # (B, m), (m,)
+
+    trees, forest = zip(*distributed.map_items(replicate, n_replicates))
+    return np.stack(trees), np.stack(forest)  # (R, B, m), (R, m)
 
 
 def breiman_terms(members):
@@ -203,6 +206,7 @@ def subset_comparison(fit_members, test_members, k):
     caveat="With pooled moments the k = B form is an identity for any members; only k < B tests exchangeability. "
            "σ², ρσ² are averaged over queries; unconditional on the training set.",
 )
+@distributed.sharded  # its forests are fitted replicate by replicate, shared by the ranks
 def _check_forest(scale, device, seed):
     s = SETTINGS[scale]
     rng = np.random.default_rng(seed)
