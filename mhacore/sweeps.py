@@ -345,13 +345,10 @@ def fit_exponents(n, budget, d_star):
     (0.30103, 0.333333)
     """
     n, budget, d_star = (np.log(np.asarray(v, dtype=float)) for v in (n, budget, d_star))
-    cols = [np.ones_like(n)]
-    has_n, has_d = np.ptp(n) > 0 if n.size else False, np.ptp(budget) > 0 if n.size else False
-    if has_n:
-        cols.append(n)
-    if has_d:
-        cols.append(budget)
-    if n.size < len(cols) + 1 or not has_n:
+    has_n = n.size > 0 and np.ptp(n) > 0
+    has_d = n.size > 0 and np.ptp(budget) > 0
+    cols = [np.ones_like(n), n] + ([budget] if has_d else [])
+    if not has_n or n.size <= len(cols):  # at least one residual degree of freedom
         return float("nan"), float("nan")
     coef = np.linalg.lstsq(np.stack(cols, axis=1), d_star, rcond=None)[0]
     return float(coef[1]), float(coef[2]) if has_d else float("nan")
