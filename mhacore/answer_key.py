@@ -71,7 +71,7 @@ def answer_key_notebook(sources: list[Path]):
                 plain_markdown(solution) if solution else "*(no written solution)*"))
             if label in answers:
                 cells.append(nbformat.v4.new_code_cell(answers[label]))
-    return nbformat.v4.new_notebook(cells=cells)
+    return nbformat.v4.new_notebook(cells=cells, metadata={"title": "Answer key"})
 
 
 def write_answer_key(out: Path, sources: list[Path]) -> Path:

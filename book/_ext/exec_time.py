@@ -37,7 +37,7 @@ class FillExecTime(SphinxPostTransform):
     def run(self):
         from myst_nb.sphinx_ import NbMetadataCollector
 
-        from sphinx.util.docutils import docname_join
+        from sphinx.util import docname_join
 
         for node in list(self.document.findall(exec_time)):
             target = node["target"]
