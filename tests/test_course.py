@@ -180,7 +180,8 @@ def test_student_site_has_no_solution_text(student_site):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
     assert not (html / "_sources").exists()
     pages = {p: p.read_text(encoding="utf-8", errors="replace")
-             for p in html.rglob("*") if p.suffix in (".html", ".ipynb", ".md", ".txt", ".js")
+             for p in html.rglob("*") if p.is_file()
+             and p.suffix in (".html", ".ipynb", ".md", ".txt", ".js")
              and "_static" not in p.parts}
     for source in chapter_sources(ROOT):
         page = _html_text(html / "book" / f"{source.stem}.html")
