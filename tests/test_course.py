@@ -193,3 +193,56 @@ def test_student_site_has_no_solution_text(student_site):
         assert 'class="solution' not in text, path.name
     course = _html_text(html / "book" / "course.html")
     assert "Exercise 1.1 (The Epanechnikov constants)" in course
+
+
+# --- slides and the nbgrader command, without a build ----------------------------------
+
+def _executed_chapter():
+    import nbformat
+
+    new_md, new_code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    shown = nbformat.v4.new_output("stream", name="stdout", text="printed 1\n")
+    warning = nbformat.v4.new_output("stream", name="stderr", text="a warning\n")
+    cells = [new_md("# Title\n\nIntro."), new_md("## One\n\nText {glue:text}`rho:.2f`."),
+             new_code("print(1)", outputs=[shown, warning]),
+             new_md("```{glue:figure} fig-a\n:name: fig-a\n```"),
+             new_code("secret = 42"),
+             new_md("## Two\n\n```{solution} ex-1\nhidden answer\n```\nVisible."),
+             new_md("## Three"), new_md("## Exercises\n\nDo this.")]
+    cells[4].metadata["tags"] = ["solution", "remove-cell"]
+    glued = {"rho": {"output_type": "display_data", "metadata": {},
+                     "data": {"text/plain": "0.123456"}},
+             "fig-a": {"output_type": "display_data", "metadata": {},
+                       "data": {"text/plain": "<Figure>", "image/png": "iVBORw0KGgo="}}}
+    return nbformat.v4.new_notebook(cells=cells), glued
+
+
+def test_session_deck_keeps_sections_figures_and_no_solutions():
+    from mhacore.slides import session_notebook
+
+    chapter, glued = _executed_chapter()
+    deck = session_notebook(chapter, None, glued)
+    text = "\n".join(c.source for c in deck.cells)
+    assert "Text 0.12." in text and "Visible." in text
+    assert "hidden answer" not in text and "secret" not in text and "Do this" not in text
+    outputs = [o for c in deck.cells if c.cell_type == "code" for o in c.outputs]
+    assert [o.get("text") for o in outputs if o.output_type == "stream"] == ["printed 1\n"]
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the glued figure
+    types = [c.metadata.slideshow.slide_type for c in deck.cells]
+    assert types.count("slide") == 4  # the title and the three sections
+    first, second = (session_notebook(chapter, half, glued) for half in (0, 1))
+    assert "## One" in first.cells[1].source and "## Three" not in str(first.cells)
+    assert second.cells[0].source.startswith("# Title") and "## One" not in str(second.cells)
+    with pytest.raises(ValueError, match="half must be None, 0 or 1; got 2"):
+        session_notebook(chapter, 2)
+
+
+def test_teach_nbgrader_command_writes_one_assignment_per_week(tmp_path):
+    from mhacore.grading import WEEKS
+    from mhacore.teach import main
+
+    assert main(["nbgrader", "--out", str(tmp_path / "course")]) == 0
+    weeks = sorted(p.name for p in (tmp_path / "course" / "source").iterdir())
+    assert weeks == sorted(WEEKS)
+    config = (tmp_path / "course" / "nbgrader_config.py").read_text(encoding="utf-8")
+    assert "answer = None" in config
