@@ -101,10 +101,10 @@ def parse_answer(text: str, symbols: dict | None = None):
     >>> n = sp.Symbol("n")
     >>> parse_answer("2/n^2", {"n": n})
     2/n**2
-    >>> parse_answer("__import__('os').getcwd()")
+    >>> parse_answer("__import__('os').getcwd()")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    mhacore._parse.UnsafeAnswer: only the functions sqrt, exp, log, ln, sin, cos, tan, Abs, Rational, pi, E can be called
+    mhacore._parse.UnsafeAnswer: only the functions sqrt, exp, ..., E can be called
     """
     import sympy as sp
     from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations

@@ -13,12 +13,12 @@ import re
 import shutil
 from pathlib import Path
 
-_BLOCK = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>exercise|solution)\}[^\n]*\n.*?^(?P=fence)\s*$",
-                    re.S | re.M)
+_BLOCK = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>exercise|solution)\}[^\n]*\n"
+                    r".*?^(?P=fence)\s*$", re.S | re.M)
 _LABEL = re.compile(r"^:label:\s*(\S+)", re.M)
 _TARGET = re.compile(r"\{solution\}\s*(\S+)")
 MATHJAX = "tex-svg-full.js"
-_NO_REQUIRE_JS = "no-require-js"
+TEMPLATES = Path(__file__).parent / "_templates"  # nbconvert templates that work offline
 
 
 def exercise_blocks(markdown: str) -> list[tuple[str, str, str]]:
@@ -74,20 +74,25 @@ def answer_key_notebook(sources: list[Path]):
     return nbformat.v4.new_notebook(cells=cells, metadata={"title": "Answer key"})
 
 
+def mathjax_file() -> Path:
+    """The single-file MathJax 3 bundle of the pinned ``django-static-mathjax``."""
+    import mathjax
+
+    return Path(mathjax.__file__).parent / "static" / "mathjax" / "es5" / MATHJAX
+
+
 def write_answer_key(out: Path, sources: list[Path]) -> Path:
     """Write ``answer-key.html`` (with its MathJax) into the folder ``out``; return it."""
-    import mathjax  # provided by django-static-mathjax
     from nbconvert import HTMLExporter
 
     out = Path(out)
     assets = out / "answer-key_files"
     assets.mkdir(parents=True, exist_ok=True)
-    shutil.copy(Path(mathjax.__file__).parent / "static" / "mathjax" / "es5" / MATHJAX, assets)
-    # the page needs no require.js (it serves widgets): drop the CDN script nbconvert adds
-    exporter = HTMLExporter(mathjax_url=f"answer-key_files/{MATHJAX}",
-                            require_js_url=_NO_REQUIRE_JS, exclude_input_prompt=True)
+    shutil.copy(mathjax_file(), assets)
+    exporter = HTMLExporter(template_name="offline_lab", extra_template_basedirs=[str(TEMPLATES)],
+                            extra_template_paths=[str(TEMPLATES)],
+                            mathjax_url=f"answer-key_files/{MATHJAX}", exclude_input_prompt=True)
     html, _ = exporter.from_notebook_node(answer_key_notebook(sources))
-    html = html.replace(f'<script src="{_NO_REQUIRE_JS}"></script>', "")
     page = out / "answer-key.html"
     page.write_text(html, encoding="utf-8")
     return page

@@ -19,14 +19,14 @@ import re
 import shutil
 from pathlib import Path
 
+from mhacore.answer_key import MATHJAX, TEMPLATES, mathjax_file
+
 # session -> (chapter number, which half of its "##" sections; None for all)
 SESSIONS = {1: ("01", None), 2: ("02", None), 3: ("03", 0), 4: ("03", 1), 5: ("04", None),
             6: ("05", None), 7: ("06", None), 8: ("07", None), 9: ("08", None)}
 REVEAL_FILES = ("dist/reveal.js", "dist/reveal.css", "dist/theme/white.css",
                 "dist/theme/fonts/source-sans-pro", "plugin/notes/notes.js")
-MATHJAX = "tex-svg-full.js"
 _HIDDEN_TAGS = {"remove-cell", "remove-output", "solution", "instructor-only"}
-_TEMPLATES = Path(__file__).parent / "_templates"
 # a glued figure or equation: ```{glue:figure} key ... ``` (any fence), shown as its output
 _GLUE_BLOCK = re.compile(r"^(?P<fence>`{3,}|:{3,})\{glue(?::figure|:math|:any)?\}\s*(?P<key>\S+)"
                          r".*?^(?P=fence)\s*$", re.S | re.M)
@@ -131,7 +131,6 @@ def session_notebook(executed, half: int | None = None, glued: dict | None = Non
 
 
 def _copy_assets(out: Path) -> None:
-    import mathjax  # provided by django-static-mathjax
     import sphinx_revealjs
 
     reveal = Path(sphinx_revealjs.__file__).parent / "_static" / "revealjs"
@@ -142,7 +141,7 @@ def _copy_assets(out: Path) -> None:
             shutil.copytree(source, target, dirs_exist_ok=True)
         else:
             shutil.copy(source, target)
-    shutil.copy(Path(mathjax.__file__).parent / "static" / "mathjax" / "es5" / MATHJAX, out)
+    shutil.copy(mathjax_file(), out)
 
 
 def write_decks(out: Path, executed_dir: Path, sessions: dict | None = None) -> list[Path]:
@@ -160,7 +159,8 @@ def write_decks(out: Path, executed_dir: Path, sessions: dict | None = None) -> 
     out.mkdir(parents=True, exist_ok=True)
     _copy_assets(out)
     exporter = SlidesExporter(template_name="offline_reveal",
-                              extra_template_basedirs=[str(_TEMPLATES)],
+                              extra_template_basedirs=[str(TEMPLATES)],
+                              extra_template_paths=[str(TEMPLATES)],
                               reveal_url_prefix="reveal.js", reveal_theme="white",
                               mathjax_url=MATHJAX, exclude_input=True,
                               exclude_input_prompt=True, exclude_output_prompt=True)
@@ -171,6 +171,9 @@ def write_decks(out: Path, executed_dir: Path, sessions: dict | None = None) -> 
         glue_file = executed[chapter].with_suffix(".glue.json")
         glued = json.loads(glue_file.read_text("utf-8")) if glue_file.is_file() else {}
         deck = session_notebook(nbformat.read(executed[chapter], as_version=4), half, glued)
+        title = next((c.source.split("\n", 1)[0][2:] for c in deck.cells
+                      if c.cell_type == "markdown" and c.source.startswith("# ")), chapter)
+        deck.metadata["title"] = f"Session {session}: {title}"
         html, _ = exporter.from_notebook_node(deck)
         path = out / deck_name(session)
         path.write_text(html, encoding="utf-8")

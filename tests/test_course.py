@@ -36,8 +36,8 @@ def test_exercise_titles_read_cleanly():
               for t in EXERCISE_TITLE.findall(s.read_text(encoding="utf-8"))]
     assert len(titles) == 24
     for title in titles:
-        assert re.fullmatch(r"\d+\.\d+ — [^()]+ ★{1,3} \((derivation|computation|conceptual)\)",
-                            title), title
+        kinds = "derivation|computation|conceptual"
+        assert re.fullmatch(rf"\d+\.\d+ — [^()]+ ★{{1,3}} \(({kinds})\)", title), title
         assert link_text(title).startswith("Exercise ")
     assert link_text("1.1 — The Epanechnikov constants ★ (derivation)") == \
         "Exercise 1.1 (The Epanechnikov constants)"
