@@ -91,7 +91,8 @@ def write_answer_key(out: Path, sources: list[Path]) -> Path:
     shutil.copy(mathjax_file(), assets)
     exporter = HTMLExporter(template_name="offline_lab", extra_template_basedirs=[str(TEMPLATES)],
                             extra_template_paths=[str(TEMPLATES)],
-                            mathjax_url=f"answer-key_files/{MATHJAX}", exclude_input_prompt=True)
+                            mathjax_url=f"answer-key_files/{MATHJAX}", exclude_input_prompt=True,
+                            exclude_anchor_links=True)
     html, _ = exporter.from_notebook_node(answer_key_notebook(sources))
     page = out / "answer-key.html"
     page.write_text(html, encoding="utf-8")

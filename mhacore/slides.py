@@ -163,7 +163,8 @@ def write_decks(out: Path, executed_dir: Path, sessions: dict | None = None) -> 
                               extra_template_paths=[str(TEMPLATES)],
                               reveal_url_prefix="reveal.js", reveal_theme="white",
                               mathjax_url=MATHJAX, exclude_input=True,
-                              exclude_input_prompt=True, exclude_output_prompt=True)
+                              exclude_input_prompt=True, exclude_output_prompt=True,
+                              exclude_anchor_links=True)
     written = []
     for session, (chapter, half) in sessions.items():
         if chapter not in executed:
