@@ -14,9 +14,12 @@ powers) is rejected with :class:`UnsafeAnswer`, whose message says what was refu
 from __future__ import annotations
 
 import ast
+import cmath
+import math
 
 MAX_LENGTH = 500  # characters; an answer is a formula, not a program
 MAX_EXPONENT = 100  # |constant exponent|: keeps 9**9**9-style answers from hanging SymPy
+MAX_MAGNITUDE = 1e300  # |value| of any constant part: exp(exp(exp(100))) would hang SymPy
 FUNCTIONS = ("sqrt", "exp", "log", "ln", "sin", "cos", "tan", "Abs", "Rational", "pi", "E")
 _OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.BitXor, ast.USub, ast.UAdd)
 ALLOWED = "numbers, the operators + - * / ** ^ and parentheses"
@@ -35,6 +38,46 @@ def _constant_size(node: ast.AST) -> float:
     if isinstance(node, ast.BinOp) and not isinstance(node.op, (ast.Pow, ast.BitXor)):
         return max(_constant_size(node.left), _constant_size(node.right))
     return float("inf")
+
+
+_CONSTANTS = {"pi": math.pi, "E": math.e}
+_FLOAT_FUNCTIONS = {"sqrt": cmath.sqrt, "exp": cmath.exp, "log": cmath.log, "ln": cmath.log,
+                    "sin": cmath.sin, "cos": cmath.cos, "tan": cmath.tan, "Abs": abs,
+                    "Rational": lambda a, b: a / b}
+_FLOAT_OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+                    ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
+                    ast.Pow: lambda a, b: a ** b, ast.BitXor: lambda a, b: a ** b}
+
+
+def _approximate(node: ast.AST):
+    """The value of a constant part of an (already whitelisted) answer in floating point,
+    computed bottom-up in bounded time; None where the part holds a symbol or has no finite
+    value. Raises UnsafeAnswer when a constant part is too large for SymPy to handle."""
+    try:
+        if isinstance(node, ast.Constant):
+            value = complex(float(node.value))
+        elif isinstance(node, ast.Name):
+            value = _CONSTANTS.get(node.id)
+        elif isinstance(node, ast.UnaryOp):
+            inner = _approximate(node.operand)
+            value = None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+        elif isinstance(node, ast.BinOp):
+            left, right = _approximate(node.left), _approximate(node.right)
+            value = (None if left is None or right is None
+                     else _FLOAT_OPERATORS[type(node.op)](left, right))
+        else:  # a call of a whitelisted function
+            args = [_approximate(a) for a in node.args]
+            value = (None if any(a is None for a in args)
+                     else _FLOAT_FUNCTIONS[node.func.id](*args))
+    except UnsafeAnswer:
+        raise
+    except OverflowError:
+        raise UnsafeAnswer("a number in it is too large") from None
+    except (ZeroDivisionError, ValueError, TypeError):
+        return None  # no finite value (1/0, log(0)): SymPy handles these quickly
+    if value is not None and abs(value) > MAX_MAGNITUDE:
+        raise UnsafeAnswer("a number in it is too large")
+    return value
 
 
 def _check_node(node: ast.AST, names: frozenset) -> None:
@@ -119,6 +162,7 @@ def parse_answer(text: str, symbols: dict | None = None):
     except SyntaxError as exc:
         raise UnsafeAnswer(f"it is not a formula ({exc.msg}); use {ALLOWED}") from None
     _check_node(tree, frozenset(symbols) | frozenset(FUNCTIONS))
+    _approximate(tree.body)
     namespace = {name: getattr(sp, name) for name in FUNCTIONS if name != "ln"}
     namespace.update(ln=sp.log, Integer=sp.Integer, Float=sp.Float, Symbol=sp.Symbol,
                      __builtins__={})

@@ -161,6 +161,8 @@ MALICIOUS = [
     "'1.0'",
     "9**9**9**9",
     "2**1000000",
+    "exp(exp(exp(100)))",  # would hang SymPy's evaluation
+    "9" * 400,
 ]
 
 
