@@ -246,3 +246,9 @@ def test_teach_nbgrader_command_writes_one_assignment_per_week(tmp_path):
     assert weeks == sorted(WEEKS)
     config = (tmp_path / "course" / "nbgrader_config.py").read_text(encoding="utf-8")
     assert "answer = None" in config
+    assert main(["nbgrader", "--out", str(tmp_path / "course")]) == 0  # its own folder again
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine", encoding="utf-8")
+    assert main(["nbgrader", "--out", str(foreign)]) == 2  # refused: teach did not write it
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
