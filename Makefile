@@ -1,12 +1,15 @@
 # Two entry points, both self-contained on a fresh machine with Python 3.11+ and make:
 #   make book   build the website with every chapter executed
 #   make test   unit tests, every chapter under nbval, a strict build, browser checks
+# For a course:
+#   make book-student   the website without solutions, in _build/student/html
+#   make lab            JupyterLab on the chapters (.md files open as notebooks)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test clean
+.PHONY: book book-student lab test clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +20,22 @@ $(STAMP): requirements.txt pyproject.toml
 book: $(STAMP)
 	$(BIN)/jupyter-book build -W -n --keep-going --all .
 	@echo "Open the book: $(CURDIR)/_build/html/index.html"
+
+# Same configuration as `book`, with MHACORE_EDITION=student (book/_ext/student_edition.py).
+STUDENT_OUT ?= _build/student
+book-student: $(STAMP)
+	rm -rf $(STUDENT_OUT)
+	MHACORE_EDITION=student $(BIN)/jupyter-book build -W -n --keep-going --all \
+		--path-output $(STUDENT_OUT) .
+	mv $(STUDENT_OUT)/_build/html $(STUDENT_OUT)/html
+	@echo "Open the student site: $(abspath $(STUDENT_OUT))/html/index.html"
+
+# JupyterLab with jupytext and jupyterlab-myst: the MyST chapters open as notebooks.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
+lab: $(STAMP)
+	mkdir -p $(LAB_SETTINGS)
+	printf '%s\n' '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' > $(LAB_SETTINGS)/overrides.json
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) book
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

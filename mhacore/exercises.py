@@ -1,9 +1,15 @@
 """Self-checking exercises: say right or wrong without revealing the answer.
 
 Each computational or derivation exercise of the book is registered here with its
-reference answer and a tolerance. A student calls :func:`check` with a label and an
-answer; the reply says whether the answer is right (within the tolerance, or equal as a
-SymPy expression) and, when it is not, gives a hint, never the reference value.
+reference answer and the precision it asks for. A student calls :func:`check` with a label
+and an answer; the reply says whether the answer is right (agreeing with the reference to
+the stated number of significant figures, or equal as a SymPy expression) and, when it is
+not, gives a hint, never the reference value: the hint for a common mistake when the answer
+is that mistake, a general hint otherwise.
+
+Answers given as strings (``"1.041"``, ``"sigma**2/n"``) are parsed by
+:func:`mhacore._parse.parse_answer`, which checks the syntax tree against a whitelist
+before SymPy sees it: a string is never evaluated, so an answer cannot run code.
 
 The reference answers are tested in ``tests/test_exercises.py`` against independent
 computations (closed forms, SymPy, or ``mhacore`` itself).
@@ -16,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from mhacore._parse import UnsafeAnswer, parse_answer
 
 KINDS = ("number", "vector", "expression")
 
@@ -35,10 +43,16 @@ class Exercise:
     prompt : str
         What ``answer`` must be, in a few words (shown when the answer is missing).
     hint : str
-        A nudge shown after a wrong answer.
-    rtol, atol : float
-        A number (or each entry of a vector) is right when
-        ``|answer - reference| <= atol + rtol * |reference|``.
+        A nudge shown after a wrong answer that matches no listed mistake.
+    reference : float, list of float or str
+        The answer (a SymPy string for expressions); never shown.
+    sig_figs : int or None
+        For numbers and vectors: an answer is right when it agrees with the reference to
+        this many significant figures, i.e. within half a unit of the last one. ``None``
+        means exact (an integer answer).
+    mistakes : tuple of (answer, hint) pairs
+        Common wrong answers (judged like an answer, at the same precision) and the hint
+        each deserves.
     symbols : tuple of str
         For expressions: the names of the symbols the answer may use, as SymPy prints them
         (``"B^2"``, ``"rho_0"``). The reference refers to each by the name with everything
@@ -51,9 +65,18 @@ class Exercise:
     prompt: str
     hint: str
     reference: object = field(repr=False)
-    rtol: float = 1e-6
-    atol: float = 0.0
+    sig_figs: int | None = 3
+    mistakes: tuple = field(default=(), repr=False)
     symbols: tuple = ()
+
+    @property
+    def precision(self) -> str:
+        """The precision asked for, in words ("to 3 significant figures")."""
+        if self.kind == "expression":
+            return "exactly, as an expression"
+        if self.sig_figs is None:
+            return "exactly (an integer)"
+        return f"to {self.sig_figs} significant figures"
 
 
 @dataclass(frozen=True)
@@ -80,15 +103,42 @@ def register_exercise(exercise: Exercise) -> Exercise:
         raise ValueError(f"kind must be one of {KINDS}; got {exercise.kind!r}")
     if exercise.label in EXERCISES:
         raise ValueError(f"label must be unique; {exercise.label!r} is registered twice")
+    if exercise.sig_figs is not None and not (isinstance(exercise.sig_figs, int)
+                                              and exercise.sig_figs >= 1):
+        raise ValueError(f"sig_figs must be an integer >= 1 or None; got {exercise.sig_figs!r}")
     EXERCISES[exercise.label] = exercise
     return exercise
 
 
-def _close(answer: np.ndarray, reference: np.ndarray, ex: Exercise) -> bool:
-    return bool(np.all(np.abs(answer - reference) <= ex.atol + ex.rtol * np.abs(reference)))
+def agreeing_figures(answer, reference, sig_figs: int | None) -> int:
+    """How many significant figures (up to ``sig_figs``) ``answer`` shares with
+    ``reference``, entry by entry (the smallest over entries); ``sig_figs`` when equal.
+
+    An answer agrees to k figures when it lies within half a unit of the reference's k-th
+    significant figure. With ``sig_figs=None`` only exact equality counts (returns 1 or 0).
+
+    Examples
+    --------
+    >>> agreeing_figures(1.041, 1.0408377994, 3), agreeing_figures(1.1, 1.0408377994, 3)
+    (3, 1)
+    """
+    answer, reference = np.asarray(answer, float), np.asarray(reference, float)
+    if sig_figs is None:
+        return int(np.array_equal(answer, reference))
+    for k in range(sig_figs, 0, -1):
+        scale = 10.0 ** (np.floor(np.log10(np.where(reference == 0, 1.0, np.abs(reference))))
+                         - k + 1)
+        # the 1e-12 allows for the binary rounding of decimal answers such as 3.37
+        if np.all(np.abs(answer - reference) <= 0.5 * scale * (1 + 1e-12)):
+            return k
+    return 0
 
 
 def _as_number(answer, label):
+    if isinstance(answer, str):
+        answer = parse_answer(answer)
+        if not (answer.is_number and answer.is_real):
+            raise UnsafeAnswer("it is not a real number")
     if hasattr(answer, "detach"):  # a torch tensor
         answer = answer.detach().cpu().numpy()
     if getattr(answer, "is_number", False) and getattr(answer, "is_real", False):
@@ -102,21 +152,46 @@ def _as_number(answer, label):
     return value
 
 
+def _as_vector(answer, label, shape):
+    if isinstance(answer, str):
+        raise TypeError(f"answer to {label} must be a list of numbers; got str")
+    if hasattr(answer, "detach"):
+        answer = answer.detach().cpu()
+    given = np.asarray([_as_number(a, label) if isinstance(a, str) else a
+                        for a in answer] if isinstance(answer, (list, tuple)) else answer,
+                       dtype=float)
+    if given.shape != shape:
+        raise ValueError(f"answer to {label} must have shape {shape}; got {given.shape}")
+    return given
+
+
 def _identifier(name: str) -> str:
     return re.sub(r"\W", "", name)
 
 
-def _expression_equal(answer, ex: Exercise) -> bool:
+def _names(ex: Exercise) -> tuple[dict, dict]:
+    """The exercise's symbols by printed name, and by every spelling an answer may use."""
     import sympy as sp
 
     by_name = {name: sp.Symbol(name, positive=True) for name in ex.symbols}
-    by_identifier = {_identifier(name): symbol for name, symbol in by_name.items()}
-    try:
-        given = (sp.sympify(answer, locals=by_identifier) if isinstance(answer, str)
-                 else sp.sympify(answer))
-    except (sp.SympifyError, TypeError, SyntaxError) as exc:
+    spellings = {}
+    for name, symbol in by_name.items():
+        spellings[_identifier(name)] = symbol
+        spellings[_identifier(name).replace("_", "")] = symbol  # rho0 for rho_0
+    return by_name, spellings
+
+
+def _as_expression(answer, ex: Exercise):
+    import sympy as sp
+
+    by_name, spellings = _names(ex)
+    if isinstance(answer, str):
+        given = parse_answer(answer, spellings)
+    elif isinstance(answer, (sp.Basic, sp.MatrixBase, int, float)):
+        given = sp.sympify(answer)  # already a SymPy object or a number: no string is parsed
+    else:
         raise TypeError(f"answer to {ex.label} must be a SymPy expression or a string "
-                        f"SymPy can parse; got {answer!r}") from exc
+                        f"SymPy can parse; got {type(answer).__name__}")
     if isinstance(given, sp.MatrixBase):
         if given.shape != (1, 1):
             raise TypeError(f"answer to {ex.label} must be a scalar expression; got a "
@@ -126,8 +201,12 @@ def _expression_equal(answer, ex: Exercise) -> bool:
         raise TypeError(f"answer to {ex.label} must be a SymPy expression; "
                         f"got {type(given).__name__}")
     # the student's symbols may carry other assumptions: match them by name
-    given = given.subs({s: by_name[s.name] for s in given.free_symbols if s.name in by_name})
-    reference = sp.sympify(ex.reference, locals=by_identifier)
+    return given.subs({s: by_name[s.name] for s in given.free_symbols if s.name in by_name})
+
+
+def _expression_equal(given, reference) -> bool:
+    import sympy as sp
+
     if sp.simplify(given - reference) == 0:
         return True
     # simplify can miss an identity: compare at a few positive points as well
@@ -135,10 +214,40 @@ def _expression_equal(answer, ex: Exercise) -> bool:
     free = sorted(reference.free_symbols | given.free_symbols, key=lambda s: s.name)
     for _ in range(5):
         point = {s: sp.Float(rng.uniform(0.5, 2.0)) for s in free}
-        a, b = complex(given.evalf(subs=point)), complex(reference.evalf(subs=point))
+        try:
+            a, b = complex(given.evalf(subs=point)), complex(reference.evalf(subs=point))
+        except (OverflowError, TypeError, ValueError):  # no finite complex value there
+            return False
         if not abs(a - b) <= 1e-9 * max(1.0, abs(b)):
             return False
     return True
+
+
+def _judge(ex: Exercise, answer) -> Feedback:
+    """The verdict on an answer already read as a float, an array or a SymPy expression."""
+    label = ex.label
+    if ex.kind == "expression":
+        spellings = _names(ex)[1]
+        if _expression_equal(answer, parse_answer(ex.reference, spellings)):
+            return Feedback(label, True, f"Correct ({label}).")
+        for wrong, hint in ex.mistakes:
+            if _expression_equal(answer, parse_answer(wrong, spellings)):
+                return Feedback(label, False, f"Not yet ({label}). Hint: {hint}")
+        return Feedback(label, False, f"Not yet ({label}). Hint: {ex.hint}")
+    wanted = ex.sig_figs
+    figures = agreeing_figures(answer, ex.reference, wanted)
+    if figures == (wanted or 1):
+        agrees = f": it agrees {ex.precision}" if wanted else ""
+        return Feedback(label, True, f"Correct ({label}){agrees}.")
+    for wrong, hint in ex.mistakes:
+        if agreeing_figures(answer, wrong, wanted) == (wanted or 1):
+            return Feedback(label, False, f"Not yet ({label}). Hint: {hint}")
+    if wanted is not None and figures >= 1:
+        return Feedback(label, False, (
+            f"Close ({label}): your answer agrees to {figures} significant "
+            f"figure{'s' if figures > 1 else ''}, but the exercise asks for {wanted}. "
+            "Give a more precise value (or check the last digits)."))
+    return Feedback(label, False, f"Not yet ({label}). Hint: {ex.hint}")
 
 
 def check(label: str, answer) -> Feedback:
@@ -149,14 +258,18 @@ def check(label: str, answer) -> Feedback:
     label : str
         An exercise label of the book, e.g. ``"ex-3-2"`` (see :data:`EXERCISES`).
     answer : float, array_like, sympy expression or str, or None
-        Your answer. ``None`` (or ``...``) means "not answered yet": the reply says what
-        is asked instead of failing, so a notebook with open exercises still runs.
+        Your answer. A string is read as a number or formula (``"1.041"``, ``"27/8"``,
+        ``"sigma**2/n"``) without being evaluated: only numbers, the exercise's names, the
+        arithmetic operators and a few functions (``sqrt``, ``exp``, ``log``, ...) are
+        accepted. ``None`` (or ``...``) means "not answered yet": the reply says what is
+        asked instead of failing, so a notebook with open exercises still runs.
 
     Returns
     -------
     Feedback
         ``correct`` is True or False (None when no answer was given), and ``message`` says
-        so in words; in a notebook it displays as that message.
+        so in words; in a notebook it displays as that message. A string that is not a
+        plain formula gets ``correct=False`` and a message saying why it was refused.
 
     Raises
     ------
@@ -170,6 +283,8 @@ def check(label: str, answer) -> Feedback:
     >>> from mhacore.exercises import check
     >>> check("ex-0-1", 0.25).correct
     True
+    >>> check("ex-0-1", "1/4").correct
+    True
     >>> check("ex-0-1", 0.3).correct
     False
     >>> check("ex-0-1", None).correct is None
@@ -180,22 +295,18 @@ def check(label: str, answer) -> Feedback:
     ex = EXERCISES[label]
     if answer is None or answer is Ellipsis:
         return Feedback(label, None, f"Your turn ({label}): set `answer` to {ex.prompt}, "
-                                     "then run this cell again.")
-    if ex.kind == "number":
-        correct = _close(np.asarray(_as_number(answer, label)), np.asarray(ex.reference), ex)
-    elif ex.kind == "vector":
-        given = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer,
-                           dtype=float)
-        reference = np.asarray(ex.reference, dtype=float)
-        if given.shape != reference.shape:
-            raise ValueError(f"answer to {label} must have shape {reference.shape}; "
-                             f"got {given.shape}")
-        correct = _close(given, reference, ex)
-    else:
-        correct = _expression_equal(answer, ex)
-    if correct:
-        return Feedback(label, True, f"Correct ({label}).")
-    return Feedback(label, False, f"Not yet ({label}). Hint: {ex.hint}")
+                                     f"{ex.precision}, then run this cell again.")
+    try:
+        if ex.kind == "number":
+            given = _as_number(answer, label)
+        elif ex.kind == "vector":
+            given = _as_vector(answer, label, np.shape(ex.reference))
+        else:
+            given = _as_expression(answer, ex)
+    except UnsafeAnswer as exc:
+        return Feedback(label, False, f"Cannot read your answer to {label}: {exc}. Nothing "
+                                      "in it was run; write a plain number or formula.")
+    return _judge(ex, given)
 
 
 # --- the book's exercises -----------------------------------------------------------------
@@ -203,55 +314,81 @@ def check(label: str, answer) -> Feedback:
 # independent unit-variance draws.
 register_exercise(Exercise(
     "ex-0-1", "index", "number", prompt="the variance of the mean of 4 unit-variance draws",
-    hint="Var(mean of n iid) = sigma^2 / n.", reference=0.25, rtol=1e-9))
+    hint="Var(mean of n iid) = sigma^2 / n.", reference=0.25))
 
-# Reference answers: each is recomputed independently in tests/test_exercises.py.
+# Reference answers: each is recomputed independently in tests/test_exercises.py. Every
+# number is asked to 3 significant figures (the chapter's exercise text says so), except
+# the integer of exercise 8.2.
 _CH1, _CH2, _CH3 = "01-nadaraya-watson", "02-one-head-is-nw", "03-bias-variance-covariance"
 _CH4, _CH5 = "04-head-diversity", "05-decorrelation"
+_GAUSS_EPA_RATIO = 1.0408377994018
 for _exercise in [
     Exercise("ex-1-1", _CH1, "number",
              prompt="the ratio of the Gaussian's optimal AMSE to the Epanechnikov's (a float)",
              hint="mu_2 and R of the Epanechnikov kernel are simple rationals; the Gaussian "
-                  "has mu_2 = 1 and R = 1/(2 sqrt(pi)). Mind the power 1/5.",
-             reference=1.0408377994018, rtol=1e-6),
+                  "has mu_2 = 1 and R = 1/(2 sqrt(pi)). Take the ratio of (mu_2^2 R^4)^(1/5).",
+             reference=_GAUSS_EPA_RATIO,
+             mistakes=((_GAUSS_EPA_RATIO**5, "Mind the power 1/5: the AMSE is proportional "
+                                             "to (mu_2^2 R^4)^(1/5), not to mu_2^2 R^4."),
+                       (1 / _GAUSS_EPA_RATIO, "That is the Epanechnikov's AMSE over the "
+                                              "Gaussian's; the exercise asks for the "
+                                              "Gaussian's over the Epanechnikov's."))),
     Exercise("ex-1-2", _CH1, "number",
              prompt="the measured h* at n = 3200 (a float)",
              hint="Average the MSE curves over replicates before locating the minimum, and "
                   "locate it on the log-bandwidth scale; use rng=1 as the exercise says.",
-             reference=0.029178714613983, rtol=1e-4),
+             reference=0.029178714613983,
+             mistakes=(((0.25 / (2 * math.pi**0.5) / (3200 * 8 * math.pi**4)) ** 0.2,
+                        "That is the SymPy prediction h_star_model at n = 3200; the "
+                        "exercise asks for the minimiser measured by Monte Carlo."),)),
     Exercise("ex-2-1", _CH2, "expression",
              prompt="the second factor as a SymPy expression in n1, n2 (the squared key "
                     "norms) and tau",
              hint="Expand both squared distances: the query norm cancels in the difference, "
                   "the key norms do not.",
-             reference="exp((n1 - n2)/(2*tau))", symbols=("n1", "n2", "tau")),
+             reference="exp((n1 - n2)/(2*tau))", symbols=("n1", "n2", "tau"),
+             mistakes=(("exp((n2 - n1)/(2*tau))", "Check the sign: which key norm does the "
+                                                  "second factor reward?"),)),
     Exercise("ex-2-2", _CH2, "number",
              prompt="the Gaussian bandwidth that MultiHeadNW's default temperature matches "
                     "for d_k = 3 (a float)",
              hint="The default temperature is sqrt(d_k), and the bandwidth is the square root "
                   "of the temperature.",
-             reference=3 ** 0.25, rtol=1e-9),
+             reference=3 ** 0.25,
+             mistakes=((3 ** 0.5, "That is the default temperature sqrt(d_k) itself; the "
+                                  "bandwidth is its square root."),)),
     Exercise("ex-3-1", _CH3, "expression",
              prompt="the spread term sum_h alpha_h ||w^h - w_bar||^2 as a SymPy expression "
                     "in a, u, v",
              hint="For two heads, w^1 - w_bar = (1 - a)(w^1 - w^2).",
-             reference="2*a*(1 - a)*(u - v)**2", symbols=("a", "u", "v")),
+             reference="2*a*(1 - a)*(u - v)**2", symbols=("a", "u", "v"),
+             mistakes=(("a*(1 - a)*(u - v)**2", "Each w^h has two coordinates, and both "
+                                                "differ by the same amount: count both."),)),
     Exercise("ex-4-1", _CH4, "expression",
              prompt="the HDI of the two heads as a SymPy expression in the angles a and b",
              hint="The cross-Gram matrix is diagonal with the cosines of the angles.",
-             reference="(sin(a)**2 + sin(b)**2)/2", symbols=("a", "b")),
+             reference="(sin(a)**2 + sin(b)**2)/2", symbols=("a", "b"),
+             mistakes=(("(cos(a)**2 + cos(b)**2)/2", "That is the mean squared cosine, the "
+                                                     "overlap; the HDI is one minus it."),)),
     Exercise("ex-4-2", _CH4, "vector",
              prompt="the largest feasible HDI for H = 2, 4, 8, 16 (a list of four floats)",
              hint="The bound is 1 - max(0, H d_k / p - 1) / (H - 1).",
-             reference=[1.0, 1.0, 6 / 7, 0.8], atol=1e-9),
+             reference=[1.0, 1.0, 6 / 7, 0.8],
+             mistakes=(([1.0, 1.0, 1.0, 1.0], "Once H d_k > p the heads cannot all be "
+                                              "orthogonal: use the frame-potential bound."),)),
     Exercise("ex-5-1", _CH5, "expression",
-             prompt="the MSE at HDI = 1 as a SymPy expression in B^2, V, rho_0 and H",
+             prompt="the MSE at HDI = 1 as a SymPy expression in B^2 (written B2), V, rho_0 "
+                    "and H",
              hint="At HDI = 1 the mean correlation of the overlap model is rho_0.",
-             reference="B2 + V*rho_0 + V*(1 - rho_0)/H", symbols=("B^2", "V", "rho_0", "H")),
+             reference="B2 + V*rho_0 + V*(1 - rho_0)/H", symbols=("B^2", "V", "rho_0", "H"),
+             mistakes=(("B2 + V/H", "Orthogonal heads still share responses: the "
+                                    "correlation floor rho_0 remains."),)),
     Exercise("ex-5-2", _CH5, "number",
              prompt="the final HDI of the overlap-model optimisation with H = 6, d_k = 2, p = 8",
              hint="Hd_k > p here: the optimum is the frame-potential bound, not 1.",
-             reference=0.9, rtol=1e-4),
+             reference=0.9,
+             mistakes=((1.0, "With H d_k > p the heads cannot be orthogonal: the HDI stops "
+                             "at the frame-potential bound."),)),
 ]:
     register_exercise(_exercise)
 
@@ -262,12 +399,16 @@ for _exercise in [
              prompt="the optimal head width d_k* of the classical law for data dimension d = 2, "
                     "as a SymPy expression in B, n and V",
              hint="Set the derivative of B/d_k^2 + V d_k^(d/2)/n to zero with d = 2 and solve for d_k.",
-             reference="(2*B*n/V)**(1/3)", symbols=("B", "n", "V")),
+             reference="(2*B*n/V)**(1/3)", symbols=("B", "n", "V"),
+             mistakes=(("(B*n/V)**(1/3)", "Differentiate B/d_k^2 carefully: it gives "
+                                          "-2B/d_k^3."),)),
     Exercise("ex-6-2", "06-heads-and-width", "number",
              prompt="the limit of n E||w||^2 for one softmax head with d_k = 6 and projection scale c = 1 "
                     "(a float)",
              hint="Each projected coordinate contributes E exp(c^4 z^2 / d_k) = (1 - 2c^4/d_k)^(-1/2).",
-             reference=27 / 8, rtol=1e-9),
+             reference=27 / 8,
+             mistakes=((1.5 ** 0.5, "That is one coordinate's factor; the head has d_k = 6 "
+                                    "coordinates, and their factors multiply."),)),
 ]:
     register_exercise(_exercise)
 
@@ -277,13 +418,18 @@ for _exercise in [
              prompt="sum_h alpha_h^2 of the weights (1, r, r^2)/(1 + r + r^2) as a SymPy "
                     "expression in r",
              hint="Square each weight and add; the denominator is (1 + r + r^2)^2.",
-             reference="(1 + r**2 + r**4)/(1 + r + r**2)**2", symbols=("r",)),
+             reference="(1 + r**2 + r**4)/(1 + r + r**2)**2", symbols=("r",),
+             mistakes=(("(1 + r**2 + r**4)/(1 + r + r**2)", "Square the normalising "
+                                                            "denominator as well."),)),
     Exercise("ex-7-2", "07-structured-weights", "number",
              prompt="the ratio Var(Fibonacci)/Var(uniform) for H = 16 equicorrelated heads "
-                    "with rho = 0.2 (a float, not rounded)",
+                    "with rho = 0.2 (a float)",
              hint="Variance / V = rho + (1 - rho) * sum alpha^2; sum alpha^2 is 1/H for "
                   "uniform weights and F_H F_{H+1}/(F_{H+2} - 1)^2 for Fibonacci weights.",
-             reference=(0.2 + 0.8 * 987 * 1597 / (2584 - 1) ** 2) / (0.2 + 0.8 / 16), rtol=1e-6),
+             reference=(0.2 + 0.8 * 987 * 1597 / (2584 - 1) ** 2) / (0.2 + 0.8 / 16),
+             mistakes=(((0.2 + 0.8 / 16) / (0.2 + 0.8 * 987 * 1597 / (2584 - 1) ** 2),
+                        "That is uniform over Fibonacci; the exercise asks for Fibonacci "
+                        "over uniform."),)),
 ]:
     register_exercise(_exercise)
 
@@ -293,11 +439,14 @@ for _exercise in [
              prompt="the correlation of two scouts as a SymPy expression in p and K",
              hint="Two scouts share an error only if both were recruited and follow the same "
                   "leader; each scout's error still has variance s^2.",
-             reference="p**2/K", symbols=("p", "K")),
+             reference="p**2/K", symbols=("p", "K"),
+             mistakes=(("p/K", "Both scouts must be recruited, each with probability p."),)),
     Exercise("ex-8-2", "08-three-ensembles", "number",
              prompt="the smallest number of scouts N within 10 % of the floor (an integer)",
              hint="Solve (1 - rho) sigma^2 / N <= 0.1 rho sigma^2 for N, with rho and sigma^2 "
                   "from scout_moments(0.6, 1.0, 0.5), and round up.",
-             reference=25.0, rtol=1e-9),
+             reference=25.0, sig_figs=None,
+             mistakes=((24.0, "With N = 24 the variance is still above 1.1 rho sigma^2: "
+                              "round N up, not down."),)),
 ]:
     register_exercise(_exercise)

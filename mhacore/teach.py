@@ -74,6 +74,9 @@ def glue(name, variable, display=True):
         _ipd.display(variable)'''
 _CROSS_REF = re.compile(r"\{(?:prf:ref|ref|doc|numref|eq|term)\}`([^`]*)`")
 _CITE = re.compile(r"\{cite(?::\w+)?\}`([^`]*)`")
+# {exec-time}`this`: a page's run time, filled in by the site's build (book/_ext/exec_time.py)
+_EXEC_TIME = re.compile(r"\{exec-time\}`[^`]*`")
+EXEC_TIME_TEXT = "the time the site's build status page lists"
 TEACHING_PLAN = "book/course.md"
 
 
@@ -142,6 +145,7 @@ def plain_markdown(markdown: str) -> str:
     text = "\n".join(out)
     text = _CROSS_REF.sub(lambda m: re.sub(r"\s*<[^>]*>$", "", m.group(1)), text)
     text = _GLUE_ROLE.sub(lambda m: f"`{m.group(1).strip()}`", text)
+    text = _EXEC_TIME.sub(EXEC_TIME_TEXT, text)
     return _CITE.sub(lambda m: "[" + "; ".join(k.strip() for k in m.group(1).split(",")) + "]",
                      text)
 
@@ -246,34 +250,71 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
     if kind == "instructor" and (book_root / TEACHING_PLAN).is_file():
         plan = (book_root / TEACHING_PLAN).read_text(encoding="utf-8")
         (out / "teaching-plan.md").write_text(plain_markdown(plan), encoding="utf-8")
+    if kind == "instructor":
+        _answer_key(out, sources)
     (out / "README.md").write_text(_readme(kind, sources), encoding="utf-8")
     return _outdir.finish(target)
 
 
+def _answer_key(out: Path, sources: list[Path]) -> None:
+    from mhacore.answer_key import write_answer_key
+
+    write_answer_key(out, sources)
+
+
 def _readme(kind: str, sources: list[Path]) -> str:
-    lines = [f"# {kind.capitalize()} notebooks", ""]
-    if kind == "student":
-        lines += ["Solutions are removed. Each exercise with a self-check has a cell that sets",
-                  "`answer = None`: replace `None` with your answer and run the next cell,",
-                  "which says whether it is right without revealing the solution.", ""]
-    else:
-        lines += ["Full chapters with solutions, and `teaching-plan.md`, the session plan.",
-                  ""]
+    if kind == "instructor":
+        return _instructor_readme(sources)
+    lines = ["# Student notebooks", "",
+             "Solutions are removed. Each exercise with a self-check has a cell that sets",
+             "`answer = None`: replace `None` with your answer and run the next cell,",
+             "which says whether it is right without revealing the solution. Numeric",
+             "answers are judged to the precision the exercise states.", ""]
     lines += ["Figures, equations and numbers that the book shows inside its text appear",
               "here in the output of the code cell that computes them; the text names each",
               "by its key (numbers are printed as `key = value`).", ""]
     lines += ["Run them in the book's environment: on a lab machine your instructor provides",
-              "it; on your own computer, clone the book's repository and run `make test` once",
-              "(it creates `.venv` with everything the notebooks import), then:", "",
-              "    .venv/bin/python -m pip install jupyterlab", "    .venv/bin/jupyter lab", "",
+              "it; on your own computer, clone the book's repository and run `make lab` once",
+              "(it creates `.venv` with everything the notebooks import, then opens",
+              "JupyterLab), and open these notebooks there.", "",
               "Chapters:", ""] + [f"- {s.stem}.ipynb" for s in sources]
     return "\n".join(lines) + "\n"
+
+
+def _instructor_readme(sources: list[Path]) -> str:
+    lines = ["# Instructor pack", "",
+             "This pack is for you, the instructor; do not hand it to students. It holds:", "",
+             "- `teaching-plan.md`: the course page of the book (syllabus template with",
+             "  dates to fill in, sessions with goals, reading, activity and homework,",
+             "  grading, and how to keep solutions hidden);",
+             "- `answer-key.html`: every exercise with its solution, in one page (open it",
+             "  in a browser; its math is typeset offline);",
+             "- the full chapters as notebooks, solutions included.", "",
+             "For students, generate instead, from the book's repository:", "",
+             "    .venv/bin/python -m mhacore teach student --out student-notebooks --zip",
+             "    make book-student   # the website without solutions", "",
+             "and for autograding an nbgrader course folder, one assignment per week:", "",
+             "    .venv/bin/python -m mhacore teach nbgrader --out course", "",
+             "Figures, equations and numbers that the book shows inside its text appear in",
+             "these notebooks in the output of the code cell that computes them.", "",
+             "Chapters:", ""] + [f"- {s.stem}.ipynb" for s in sources]
+    return "\n".join(lines) + "\n"
+
+
+def _nbgrader_course(out: Path, book_root: Path, make_zip: bool, force: bool) -> Path:
+    """The nbgrader course folder (:mod:`mhacore.grading`), with the same folder safety."""
+    from mhacore.grading import write_course
+
+    target = _outdir.prepare(out, force=force, make_zip=make_zip)
+    write_course(out, book_root)
+    return _outdir.finish(target)
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m mhacore teach",
                                      description="Generate student or instructor notebooks.")
-    parser.add_argument("kind", choices=["student", "instructor"])
+    parser.add_argument("kind", choices=["student", "instructor", "nbgrader"],
+                        help="nbgrader: a course folder for nbgrader (see mhacore.grading)")
     parser.add_argument("--out", type=Path, required=True, help="folder to write")
     parser.add_argument("--book", type=Path, default=Path("."), help="repository root")
     parser.add_argument("--zip", action="store_true",
@@ -283,7 +324,9 @@ def main(argv: list[str]) -> int:
                              "replace an archive teach did not make")
     args = parser.parse_args(argv)
     try:
-        result = generate(args.kind, args.out, args.book, args.zip, force=args.force)
+        result = (_nbgrader_course(args.out, args.book, args.zip, args.force)
+                  if args.kind == "nbgrader"
+                  else generate(args.kind, args.out, args.book, args.zip, force=args.force))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,5 +1,7 @@
 """Self-checking exercises: right, wrong, not yet, bad input; reference answers recomputed."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -13,22 +15,44 @@ from mhacore.exercises import EXERCISES, Exercise, check, register_exercise
 def toy(monkeypatch):
     registry = dict(EXERCISES)
     monkeypatch.setattr(exercises, "EXERCISES", registry)
-    register_exercise(Exercise("ex-t-num", "t", "number", "a number", "think", 2.0, rtol=1e-3))
-    register_exercise(Exercise("ex-t-vec", "t", "vector", "a vector", "think", [1.0, 2.0],
-                               atol=1e-6))
+    register_exercise(Exercise("ex-t-num", "t", "number", "a number", "think", 2.0,
+                               mistakes=((4.0, "halve it"),)))
+    register_exercise(Exercise("ex-t-vec", "t", "vector", "a vector", "think", [1.0, 2.0]))
     register_exercise(Exercise("ex-t-expr", "t", "expression", "an expression", "think",
                                "sigma**2/n", symbols=("sigma", "n")))
     return registry
 
 
-def test_numbers_within_tolerance(toy):
+def test_numbers_to_the_stated_precision(toy):
     assert check("ex-t-num", 2.001).correct
+    assert check("ex-t-num", 2.004).correct and check("ex-t-num", "2.00").correct
+    assert "to 3 significant figures" in check("ex-t-num", 2.0).message
     assert check("ex-t-num", np.float32(2.0)).correct
     assert check("ex-t-num", torch.tensor(2.0)).correct
     assert check("ex-t-num", np.array(2.0)).correct
     assert check("ex-t-num", sp.Integer(2)).correct  # exact SymPy numbers are numbers too
     assert check("ex-t-num", sp.sqrt(4)).correct
-    assert check("ex-t-num", 2.01).correct is False
+    reply = check("ex-t-num", 2.01)  # agrees to 2 figures only: asks for more precision
+    assert reply.correct is False and "agrees to 2 significant figures" in reply.message
+    assert "asks for 3" in reply.message
+    assert check("ex-t-num", 4.0).message.endswith("Hint: halve it")  # the known mistake
+    assert check("ex-t-num", 7.0).message.endswith("Hint: think")  # otherwise the general one
+
+
+def test_a_string_that_parses_as_a_number_is_a_number(toy):
+    assert check("ex-t-num", "2").correct and check("ex-t-num", " 4/2 ").correct
+    assert check("ex-t-num", "sqrt(4)").correct and check("ex-t-num", "2e0").correct
+    assert check("ex-t-vec", ["1.0", "2"]).correct
+    assert "too large" in check("ex-t-num", "1e999").message  # inf: refused, not evaluated
+
+
+def test_agreeing_figures():
+    assert exercises.agreeing_figures(1.041, 1.0408377994018, 3) == 3
+    assert exercises.agreeing_figures(1.05, 1.0408377994018, 3) == 2
+    assert exercises.agreeing_figures(2.0, 1.0408377994018, 3) == 0
+    assert exercises.agreeing_figures([0.001, 100.4], [0.0010004, 100.0], 3) == 3
+    assert exercises.agreeing_figures(0.0, 0.0, 3) == 3
+    assert exercises.agreeing_figures(24.0, 25.0, None) == 0
 
 
 def test_vectors_and_their_shape(toy):
@@ -45,8 +69,11 @@ def test_expressions_by_sympy_equivalence(toy):
     assert check("ex-t-expr", "sigma**2 * n**-1").correct
     assert check("ex-t-expr", (sigma**2 + sigma**2) / (2 * n)).correct
     assert check("ex-t-expr", sigma / n).correct is False
-    with pytest.raises(TypeError, match="must be a SymPy expression"):
-        check("ex-t-expr", "sigma**")
+    reply = check("ex-t-expr", "sigma**")
+    assert reply.correct is False and "Cannot read your answer" in reply.message
+    assert check("ex-t-expr", "sigma^2/n").correct  # ^ is a power
+    with pytest.raises(TypeError, match="must be a SymPy expression or a string"):
+        check("ex-t-expr", object())
     assert check("ex-t-expr", sp.Matrix([[sigma**2 / n]])).correct  # u.T * v is 1x1
     with pytest.raises(TypeError, match="must be a scalar expression; got a 2x1 matrix"):
         check("ex-t-expr", sp.Matrix([sigma, n]))
@@ -69,9 +96,10 @@ def test_feedback_never_reveals_the_reference(toy):
 
 @pytest.mark.parametrize("label, answer, error, match", [
     ("ex-nope", 1.0, ValueError, "label must be one of"),
-    ("ex-t-num", "two", TypeError, "must be a real number; got str"),
+    ("ex-t-num", {"two": 2}, TypeError, "must be a real number; got dict"),
     ("ex-t-num", True, TypeError, "must be a real number; got bool"),
     ("ex-t-num", float("nan"), ValueError, "must be finite"),
+    ("ex-t-vec", "1, 2", TypeError, "must be a list of numbers; got str"),
 ])
 def test_bad_input(toy, label, answer, error, match):
     with pytest.raises(error, match=match):
@@ -83,18 +111,103 @@ def test_registration_is_validated(toy):
         register_exercise(Exercise("ex-t-num", "t", "number", "", "", 1.0))
     with pytest.raises(ValueError, match="kind must be one of"):
         register_exercise(Exercise("ex-t-new", "t", "matrix", "", "", 1.0))
+    with pytest.raises(ValueError, match="sig_figs must be an integer >= 1 or None; got 0"):
+        register_exercise(Exercise("ex-t-new", "t", "number", "", "", 1.0, sig_figs=0))
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _exercise_text(label, chapter):
+    """The body of the ``{exercise}`` directive ``label`` in its chapter."""
+    text = (ROOT / "book" / f"{chapter}.md").read_text(encoding="utf-8")
+    start = text.index(f":label: {label}\n")
+    return text[start:text.index("\n```", start)]
 
 
 def test_every_book_exercise_names_a_label_in_its_chapter():
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
     for label, ex in EXERCISES.items():
         if ex.chapter == "index":
             continue
-        text = (root / "book" / f"{ex.chapter}.md").read_text(encoding="utf-8")
+        text = (ROOT / "book" / f"{ex.chapter}.md").read_text(encoding="utf-8")
         assert f":label: {label}" in text, label
         assert f'check("{label}"' in text, f"{label} has no self-check cell in its chapter"
+
+
+@pytest.mark.parametrize("label", [k for k, e in EXERCISES.items()
+                                   if e.kind != "expression" and e.chapter != "index"])
+def test_numeric_exercises_state_their_precision(label):
+    ex = EXERCISES[label]
+    stated = " ".join(_exercise_text(label, ex.chapter).split())
+    wanted = (f"to {ex.sig_figs} significant figures" if ex.sig_figs
+              else "an integer")
+    assert wanted in stated, f"{label}'s text must say {wanted!r}"
+    assert wanted in check(label, None).message
+
+
+# --- every exercise: reference, rounded, a common mistake, a malicious string ------------
+
+MALICIOUS = [
+    "__import__('os').system('touch {marker}')",
+    "(lambda: __import__('os').system('touch {marker}'))()",
+    "().__class__.__base__.__subclasses__()",
+    "exec('open(\"{marker}\", \"w\")')",
+    "open('{marker}', 'w')",
+    "__builtins__",
+    "sqrt.__globals__",
+    "[x for x in ().__class__.__mro__]",
+    "Symbol('x').__class__",
+    "exp(x=1)",
+    "'1.0'",
+    "9**9**9**9",
+    "2**1000000",
+    "exp(exp(exp(100)))",  # would hang SymPy's evaluation
+    "9" * 400,
+]
+
+
+def _rounded(reference, sig_figs):
+    """The reference as a student would round it to the stated precision."""
+    digits = f".{sig_figs}g" if sig_figs else ".0f"
+    return [float(f"{r:{digits}}") for r in np.ravel(reference)]
+
+
+CHECKED = [k for k, e in EXERCISES.items() if e.chapter != "index"]
+
+
+def test_every_checked_exercise_lists_a_common_mistake():
+    assert all(EXERCISES[label].mistakes for label in CHECKED)
+
+
+@pytest.mark.parametrize("label", CHECKED)
+def test_reference_rounded_and_mistaken_answers(label):
+    ex = EXERCISES[label]
+    if ex.kind == "expression":
+        assert check(label, ex.reference).correct
+        assert check(label, f"({ex.reference}) * 1").correct
+    else:
+        rounded = _rounded(ex.reference, ex.sig_figs)
+        assert check(label, ex.reference).correct
+        answer = rounded[0] if ex.kind == "number" else rounded
+        assert check(label, answer).correct, answer
+        if ex.kind == "number":
+            assert check(label, repr(answer)).correct  # the same number as a string
+    for wrong, hint in ex.mistakes:
+        reply = check(label, wrong)
+        assert reply.correct is False and reply.message.endswith(hint)
+
+
+@pytest.mark.parametrize("label", CHECKED)
+@pytest.mark.parametrize("attack", MALICIOUS)
+def test_a_malicious_string_never_runs(label, attack, tmp_path):
+    marker = tmp_path / "pwned"
+    answer = attack.format(marker=marker)
+    if EXERCISES[label].kind == "vector":
+        answer = [answer] * len(EXERCISES[label].reference)
+    reply = check(label, answer)
+    assert reply.correct is False and "Cannot read your answer" in reply.message
+    assert "Nothing in it was run" in reply.message
+    assert not marker.exists()
 
 
 # --- the book's reference answers, each recomputed another way -----------------------------

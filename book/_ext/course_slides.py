@@ -1,0 +1,23 @@
+"""Write the course's per-session reveal.js slides into the HTML output (``slides/``).
+
+Once the site is built, :func:`mhacore.slides.write_decks` turns the chapters this build
+executed (myst-nb's ``jupyter_execute`` folder) into one deck per session; the course
+page links to them. Everything the decks load is copied beside them: they work offline.
+"""
+
+from pathlib import Path
+
+
+def _write_slides(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    from mhacore.slides import write_decks
+
+    executed = Path(app.outdir).parent / "jupyter_execute" / "book"
+    if executed.is_dir():
+        write_decks(Path(app.outdir) / "slides", executed)
+
+
+def setup(app):
+    app.connect("build-finished", _write_slides)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,172 @@
+"""Read a student's answer string as a SymPy expression without running it.
+
+``sympy.sympify`` hands its string to Python's ``eval``, so an answer such as
+``"__import__('os').system(...)"`` would run. Here the string is first parsed by Python's
+``ast`` module (which only builds a syntax tree, it executes nothing) and every node of the
+tree is checked against a whitelist: numbers, the names the exercise allows, a few
+mathematical functions called with plain arguments, and the arithmetic operators. Only a
+string that passes is given to ``sympy.parsing.sympy_parser.parse_expr``, with a namespace
+that holds nothing but those names. Anything else (attribute access, subscripts, strings,
+lambdas, comprehensions, keyword arguments, names starting with ``_``, unknown names, huge
+powers) is rejected with :class:`UnsafeAnswer`, whose message says what was refused.
+"""
+
+from __future__ import annotations
+
+import ast
+import cmath
+import math
+
+MAX_LENGTH = 500  # characters; an answer is a formula, not a program
+MAX_EXPONENT = 100  # |constant exponent|: keeps 9**9**9-style answers from hanging SymPy
+MAX_MAGNITUDE = 1e300  # |value| of any constant part: exp(exp(exp(100))) would hang SymPy
+FUNCTIONS = ("sqrt", "exp", "log", "ln", "sin", "cos", "tan", "Abs", "Rational", "pi", "E")
+_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.BitXor, ast.USub, ast.UAdd)
+ALLOWED = "numbers, the operators + - * / ** ^ and parentheses"
+
+
+class UnsafeAnswer(ValueError):
+    """An answer string that is not a plain formula; nothing in it was run."""
+
+
+def _constant_size(node: ast.AST) -> float:
+    """The largest |number| in a subtree without names, or inf if it holds a name/power."""
+    if isinstance(node, ast.Constant):
+        return abs(node.value)
+    if isinstance(node, ast.UnaryOp):
+        return _constant_size(node.operand)
+    if isinstance(node, ast.BinOp) and not isinstance(node.op, (ast.Pow, ast.BitXor)):
+        return max(_constant_size(node.left), _constant_size(node.right))
+    return float("inf")
+
+
+_CONSTANTS = {"pi": math.pi, "E": math.e}
+_FLOAT_FUNCTIONS = {"sqrt": cmath.sqrt, "exp": cmath.exp, "log": cmath.log, "ln": cmath.log,
+                    "sin": cmath.sin, "cos": cmath.cos, "tan": cmath.tan, "Abs": abs,
+                    "Rational": lambda a, b: a / b}
+_FLOAT_OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+                    ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
+                    ast.Pow: lambda a, b: a ** b, ast.BitXor: lambda a, b: a ** b}
+
+
+def _approximate(node: ast.AST):
+    """The value of a constant part of an (already whitelisted) answer in floating point,
+    computed bottom-up in bounded time; None where the part holds a symbol or has no finite
+    value. Raises UnsafeAnswer when a constant part is too large for SymPy to handle."""
+    try:
+        if isinstance(node, ast.Constant):
+            value = complex(float(node.value))
+        elif isinstance(node, ast.Name):
+            value = _CONSTANTS.get(node.id)
+        elif isinstance(node, ast.UnaryOp):
+            inner = _approximate(node.operand)
+            value = None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+        elif isinstance(node, ast.BinOp):
+            left, right = _approximate(node.left), _approximate(node.right)
+            value = (None if left is None or right is None
+                     else _FLOAT_OPERATORS[type(node.op)](left, right))
+        else:  # a call of a whitelisted function
+            args = [_approximate(a) for a in node.args]
+            value = (None if any(a is None for a in args)
+                     else _FLOAT_FUNCTIONS[node.func.id](*args))
+    except UnsafeAnswer:
+        raise
+    except OverflowError:
+        raise UnsafeAnswer("a number in it is too large") from None
+    except (ZeroDivisionError, ValueError, TypeError):
+        return None  # no finite value (1/0, log(0)): SymPy handles these quickly
+    if value is not None and abs(value) > MAX_MAGNITUDE:
+        raise UnsafeAnswer("a number in it is too large")
+    return value
+
+
+def _check_node(node: ast.AST, names: frozenset) -> None:
+    if isinstance(node, ast.Expression):
+        return _check_node(node.body, names)
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+            raise UnsafeAnswer(f"only numbers are allowed as literals; got {node.value!r}")
+        return None
+    if isinstance(node, ast.Name):
+        if node.id.startswith("_") or node.id not in names:
+            known = ", ".join(sorted(names - set(FUNCTIONS))) or "none"
+            raise UnsafeAnswer(f"unknown name {node.id!r} (names allowed: {known}; "
+                               f"functions: {', '.join(FUNCTIONS)})")
+        return None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, _OPERATORS):
+        return _check_node(node.operand, names)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _OPERATORS):
+        if isinstance(node.op, (ast.Pow, ast.BitXor)) and \
+                MAX_EXPONENT < _constant_size(node.right) < float("inf"):
+            raise UnsafeAnswer(f"exponents larger than {MAX_EXPONENT} are not allowed")
+        if isinstance(node.op, (ast.Pow, ast.BitXor)) and \
+                any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Pow, ast.BitXor))
+                    for n in ast.walk(node.right)) and \
+                not any(isinstance(n, ast.Name) for n in ast.walk(node.right)):
+            raise UnsafeAnswer("a power of a constant power is not allowed; simplify it")
+        _check_node(node.left, names)
+        return _check_node(node.right, names)
+    if isinstance(node, ast.Call):
+        if not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
+            raise UnsafeAnswer(f"only the functions {', '.join(FUNCTIONS)} can be called")
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            raise UnsafeAnswer("function calls take plain arguments only")
+        for arg in node.args:
+            _check_node(arg, names)
+        return None
+    raise UnsafeAnswer(f"{type(node).__name__.lower()} expressions are not allowed; use "
+                       f"{ALLOWED}")
+
+
+def parse_answer(text: str, symbols: dict | None = None):
+    """Parse ``text`` into a SymPy expression, refusing anything but a plain formula.
+
+    Parameters
+    ----------
+    text : str
+        The answer, e.g. ``"sigma**2/n"`` or ``"1.041"``; ``^`` means a power.
+    symbols : dict of str to sympy.Symbol, optional
+        The names the answer may use and the symbols they stand for.
+
+    Returns
+    -------
+    sympy.Expr
+
+    Raises
+    ------
+    UnsafeAnswer
+        If ``text`` is not Python-like syntax, or uses anything outside the whitelist
+        (the message says what); nothing of ``text`` has been executed.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> n = sp.Symbol("n")
+    >>> parse_answer("2/n^2", {"n": n})
+    2/n**2
+    >>> parse_answer("__import__('os').getcwd()")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    mhacore._parse.UnsafeAnswer: only the functions sqrt, exp, ..., E can be called
+    """
+    import sympy as sp
+    from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
+
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str; got {type(text).__name__}")
+    symbols = dict(symbols or {})
+    if len(text) > MAX_LENGTH:
+        raise UnsafeAnswer(f"the answer is longer than {MAX_LENGTH} characters")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise UnsafeAnswer(f"it is not a formula ({exc.msg}); use {ALLOWED}") from None
+    _check_node(tree, frozenset(symbols) | frozenset(FUNCTIONS))
+    _approximate(tree.body)
+    namespace = {name: getattr(sp, name) for name in FUNCTIONS if name != "ln"}
+    namespace.update(ln=sp.log, Integer=sp.Integer, Float=sp.Float, Symbol=sp.Symbol,
+                     __builtins__={})
+    namespace.update(symbols)
+    transformations = standard_transformations + (convert_xor,)
+    return parse_expr(text.strip(), local_dict={}, global_dict=namespace,
+                      transformations=transformations)

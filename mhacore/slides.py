@@ -1,0 +1,182 @@
+"""Per-session reveal.js slides, made from the executed chapters, with no network at all.
+
+Each session of the course (``book/course.md``) gets a deck: its chapter's sections (the
+first or second half of chapter 3 for sessions 3 and 4), one slide per ``##`` section and
+one sub-slide per block of text, with the figures and printed results of the executed
+chapter and without code, solutions or hidden checks. nbconvert's slides exporter
+renders them; reveal.js comes from the pinned PyPI package ``sphinx-revealjs`` (only its
+files are used) and MathJax from ``django-static-mathjax``, both copied beside the decks.
+
+The site's build calls :func:`write_decks` on the notebooks it has just executed
+(``book/_ext/course_slides.py``), so the slides show the same numbers as the chapters.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+from pathlib import Path
+
+from mhacore.answer_key import MATHJAX, TEMPLATES, mathjax_file
+
+# session -> (chapter number, which half of its "##" sections; None for all)
+SESSIONS = {1: ("01", None), 2: ("02", None), 3: ("03", 0), 4: ("03", 1), 5: ("04", None),
+            6: ("05", None), 7: ("06", None), 8: ("07", None), 9: ("08", None)}
+REVEAL_FILES = ("dist/reveal.js", "dist/reveal.css", "dist/theme/white.css",
+                "dist/theme/fonts/source-sans-pro", "plugin/notes/notes.js")
+_HIDDEN_TAGS = {"remove-cell", "remove-output", "solution", "instructor-only"}
+# a glued figure or equation: ```{glue:figure} key ... ``` (any fence), shown as its output
+_GLUE_BLOCK = re.compile(r"^(?P<fence>`{3,}|:{3,})\{glue(?::figure|:math|:any)?\}\s*(?P<key>\S+)"
+                         r".*?^(?P=fence)\s*$", re.S | re.M)
+_GLUE_TEXT = re.compile(r"\{glue(?::text)?\}`([^`:]*)(?::([^`]*))?`")
+
+
+def _glued_text(glued: dict, key: str, fmt: str | None) -> str:
+    """A glued number as the text shows it (``{glue:text}`key:.3f```)."""
+    value = glued.get(key, {}).get("data", {}).get("text/plain", key)
+    try:
+        return format(float(value), fmt) if fmt else value
+    except ValueError:
+        return value
+
+
+def _with_glued(cell, glued: dict) -> list:
+    """The markdown ``cell`` with glued numbers in place, followed by a cell showing each
+    glued figure or equation it names (as the site shows them in the text)."""
+    import nbformat
+
+    keys = [m.group("key") for m in _GLUE_BLOCK.finditer(cell.source)]
+    cell.source = _GLUE_BLOCK.sub("", cell.source)
+    cell.source = _GLUE_TEXT.sub(lambda m: _glued_text(glued, m.group(1).strip(), m.group(2)),
+                                 cell.source)
+    shown = []
+    for key in keys:
+        if key in glued:
+            output = nbformat.from_dict({k: v for k, v in glued[key].items()
+                                         if k in ("output_type", "data", "metadata")})
+            shown.append(nbformat.v4.new_code_cell("", outputs=[output]))
+    return [cell] + shown
+
+
+def deck_name(session: int) -> str:
+    """The file name of a session's deck, e.g. ``session-1.slides.html``."""
+    return f"session-{session}.slides.html"
+
+
+def _visible_outputs(cell) -> list:
+    """Outputs worth a slide: figures and results, and glued values (which the site shows
+    inside its text), but no warnings or progress bars."""
+    keep = []
+    for output in cell.get("outputs", []):
+        if output.output_type == "stream":
+            if output.name == "stdout":
+                keep.append(output)
+        elif output.output_type in ("display_data", "execute_result"):
+            keep.append(output)
+    return keep
+
+
+def session_notebook(executed, half: int | None = None, glued: dict | None = None):
+    """A deck (nbformat) from an executed chapter notebook.
+
+    Parameters
+    ----------
+    executed : nbformat.NotebookNode
+        The chapter as the site's build executed it.
+    half : {None, 0, 1}
+        All sections, or the first or second half of its ``##`` sections.
+    glued : dict, optional
+        The chapter's glued outputs (myst-nb's ``.glue.json`` beside the notebook).
+    """
+    from mhacore.teach import plain_markdown, strip_solution_blocks
+
+    if half not in (None, 0, 1):
+        raise ValueError(f"half must be None, 0 or 1; got {half!r}")
+    source_cells = []
+    for cell in copy.deepcopy(executed.cells):
+        tags = set(cell.metadata.get("tags", []))
+        if tags & _HIDDEN_TAGS:
+            continue
+        source_cells += _with_glued(cell, glued or {}) if cell.cell_type == "markdown" \
+            else [cell]
+    cells = []
+    for cell in source_cells:
+        if cell.cell_type == "markdown":
+            text = plain_markdown(strip_solution_blocks(cell.source)).strip()
+            # the exercises stay in the chapter, not on the slides
+            text = re.split(r"^## Exercises", text, flags=re.M)[0].strip()
+            if not text:
+                continue
+            cell.source = text
+            heading = text.startswith("# ") or text.startswith("## ")
+            cell.metadata["slideshow"] = {"slide_type": "slide" if heading else "subslide"}
+        elif cell.cell_type == "code":
+            cell.outputs = _visible_outputs(cell)
+            if not cell.outputs:
+                continue
+            cell.metadata["slideshow"] = {"slide_type": "-"}
+        cells.append(cell)
+    if half is not None:
+        starts = [i for i, c in enumerate(cells) if c.cell_type == "markdown"
+                  and c.source.startswith("## ")]
+        if len(starts) >= 2:
+            middle = starts[len(starts) // 2]
+            title = cells[:1]
+            cells = title + (cells[1:middle] if half == 0 else cells[middle:])
+    deck = copy.deepcopy(executed)
+    deck.cells = cells
+    return deck
+
+
+def _copy_assets(out: Path) -> None:
+    import sphinx_revealjs
+
+    reveal = Path(sphinx_revealjs.__file__).parent / "_static" / "revealjs"
+    for name in REVEAL_FILES:
+        source, target = reveal / name, out / "reveal.js" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            shutil.copy(source, target)
+    shutil.copy(mathjax_file(), out)
+
+
+def write_decks(out: Path, executed_dir: Path, sessions: dict | None = None) -> list[Path]:
+    """Write one deck per session into ``out`` from the executed chapters in
+    ``executed_dir`` (``NN-slug.ipynb``); return the decks written.
+
+    Sessions whose chapter is not in ``executed_dir`` are skipped.
+    """
+    import nbformat
+    from nbconvert import SlidesExporter
+
+    sessions = SESSIONS if sessions is None else sessions
+    executed = {p.name[:2]: p for p in sorted(Path(executed_dir).glob("[0-9][0-9]-*.ipynb"))}
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _copy_assets(out)
+    exporter = SlidesExporter(template_name="offline_reveal",
+                              extra_template_basedirs=[str(TEMPLATES)],
+                              extra_template_paths=[str(TEMPLATES)],
+                              reveal_url_prefix="reveal.js", reveal_theme="white",
+                              mathjax_url=MATHJAX, exclude_input=True,
+                              exclude_input_prompt=True, exclude_output_prompt=True,
+                              exclude_anchor_links=True)
+    written = []
+    for session, (chapter, half) in sessions.items():
+        if chapter not in executed:
+            continue
+        glue_file = executed[chapter].with_suffix(".glue.json")
+        glued = json.loads(glue_file.read_text("utf-8")) if glue_file.is_file() else {}
+        deck = session_notebook(nbformat.read(executed[chapter], as_version=4), half, glued)
+        title = next((c.source.split("\n", 1)[0][2:] for c in deck.cells
+                      if c.cell_type == "markdown" and c.source.startswith("# ")), chapter)
+        deck.metadata["title"] = f"Session {session}: {title}"
+        html, _ = exporter.from_notebook_node(deck)
+        path = out / deck_name(session)
+        path.write_text(html, encoding="utf-8")
+        written.append(path)
+    return written

@@ -1,0 +1,254 @@
+"""The course as an instructor and a student meet it: the built course page, exercise
+titles, measured cost lines, slides, the student edition, the instructor pack, make lab."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+
+from exercise_titles import link_text  # noqa: E402
+from exec_time import run_time_text  # noqa: E402
+
+from mhacore.exercises import EXERCISES  # noqa: E402
+from mhacore.teach import chapter_sources  # noqa: E402
+
+COURSE = ROOT / "book" / "course.md"
+EXERCISE_TITLE = re.compile(r"^`{3,}\{exercise\} (.*)$", re.M)
+
+
+def _html_text(path: Path) -> str:
+    from bs4 import BeautifulSoup
+
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser").get_text(" ")
+
+
+# --- sources ---------------------------------------------------------------------------
+
+def test_exercise_titles_read_cleanly():
+    titles = [t for s in chapter_sources(ROOT)
+              for t in EXERCISE_TITLE.findall(s.read_text(encoding="utf-8"))]
+    assert len(titles) == 24
+    for title in titles:
+        kinds = "derivation|computation|conceptual"
+        assert re.fullmatch(rf"\d+\.\d+ — [^()]+ ★{{1,3}} \(({kinds})\)", title), title
+        assert link_text(title).startswith("Exercise ")
+    assert link_text("1.1 — The Epanechnikov constants ★ (derivation)") == \
+        "Exercise 1.1 (The Epanechnikov constants)"
+    assert link_text("no number") is None
+
+
+def test_course_homework_names_existing_exercises():
+    text = COURSE.read_text(encoding="utf-8")
+    labels = set(re.findall(r"\{ref\}`(ex-\d+-\d+)`", text))
+    in_book = {m for s in chapter_sources(ROOT)
+               for m in re.findall(r":label: (ex-\d+-\d+)", s.read_text(encoding="utf-8"))}
+    assert labels == in_book  # every exercise is homework in some session, none invented
+    assert text.count("- **Slides.**") == text.count("- **Homework.**") == 9
+
+
+def test_run_time_text():
+    assert run_time_text({"runtime": 19.84, "succeeded": True}) == "19.8 s"
+    assert run_time_text({"runtime": 75.0, "succeeded": True}) == "1.2 min"
+    assert run_time_text(None).startswith("(not measured")
+    assert run_time_text({"runtime": 3.0, "succeeded": False}).startswith("(not measured")
+
+
+def test_no_chapter_types_its_own_cost():
+    for source in chapter_sources(ROOT):
+        cost = re.search(r"^\*\*Cost\.\*\*.*?(?=\n\n)", source.read_text("utf-8"), re.M | re.S)
+        assert cost and "{exec-time}`this`" in cost.group(0), source.name
+        assert not re.search(r"about \d+", cost.group(0)), source.name
+
+
+def test_lab_has_jupytext_and_myst_pinned_and_installed():
+    pins = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    for name in ("jupyterlab", "jupyterlab_myst", "jupytext", "nbgrader"):
+        assert re.search(rf"^{name}==\S+$", pins, re.M | re.I), name
+    proc = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"],
+                          capture_output=True, text=True, timeout=300)
+    listing = proc.stdout + proc.stderr
+    assert "jupyterlab-jupytext" in listing and "jupyterlab-myst" in listing, listing
+    make = (ROOT / "Makefile").read_text(encoding="utf-8")
+    lab = make[make.index("\nlab:"):]
+    assert "Jupytext Notebook" in lab and "pytest" not in lab.split("\n\n")[0]
+
+
+# --- the instructor pack ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def instructor_pack(tmp_path_factory):
+    from mhacore.teach import generate
+
+    return generate("instructor", tmp_path_factory.mktemp("pack"), ROOT)
+
+
+def test_answer_key_has_every_exercise_and_solution(instructor_pack):
+    page = instructor_pack / "answer-key.html"
+    text = _html_text(page)
+    for label in (m for s in chapter_sources(ROOT)
+                  for m in re.findall(r":label: (ex-\d+-\d+)", s.read_text("utf-8"))):
+        assert f"[{label}]" in text, label
+        assert f"Solution to {label}" in text, label
+    assert "The choice of kernel\nmatters far less" in text  # the written solution of 1.1
+    assert "answer=float(np.exp(ch01_nw.argmin_log_bandwidth" in "".join(text.split())
+    html = page.read_text(encoding="utf-8")
+    assert not re.findall(r"""(?:src|href)=["']https?://""", html)  # offline
+    assert (instructor_pack / "answer-key_files" / "tex-svg-full.js").is_file()
+
+
+def test_instructor_readme_speaks_to_instructors(instructor_pack):
+    readme = (instructor_pack / "README.md").read_text(encoding="utf-8")
+    assert "for you, the instructor" in readme and "answer-key.html" in readme
+    assert "your instructor" not in readme and "make test" not in readme
+
+
+# --- the built site --------------------------------------------------------------------
+
+def test_course_page_links_name_their_exercise(strict_build):
+    proc, html = strict_build
+    assert proc.returncode == 0
+    from bs4 import BeautifulSoup
+
+    page = BeautifulSoup((html / "book" / "course.html").read_text("utf-8"), "html.parser")
+    links = [a for a in page.select("a") if "#ex-" in (a.get("href") or "")]
+    assert len(links) == 24
+    for link in links:
+        text = " ".join(link.get_text().split())
+        assert re.fullmatch(r"Exercise \d+\.\d+ \([^()]+\)", text), text  # never bare
+    homework = [li for li in page.select("li") if li.get_text().startswith("Homework")]
+    assert len(homework) == 9
+
+
+def test_exercise_headings_have_no_nested_parentheses(strict_build):
+    proc, html = strict_build
+    text = _html_text(html / "book" / "01-nadaraya-watson.html")
+    assert "Exercise 1.1 — The Epanechnikov constants ★ (derivation)" in text
+    assert "Exercise (" not in text and "Solution to Exercise (" not in text
+
+
+def test_cost_lines_are_measured(strict_build):
+    proc, html = strict_build
+    for source in chapter_sources(ROOT):
+        text = " ".join(_html_text(html / "book" / f"{source.stem}.html").split())
+        assert re.search(r"the chapter ran in \d+\.\d (s|min) \(", text), source.stem
+    course = " ".join(_html_text(html / "book" / "course.html").split())
+    assert len(re.findall(r"The chapter runs in \d+\.\d (s|min) on the build", course)) == 9
+
+
+def test_slides_are_built_offline(strict_build):
+    proc, html = strict_build
+    decks = sorted((html / "slides").glob("session-*.slides.html"))
+    assert len(decks) == 9
+    for deck in decks:
+        page = deck.read_text(encoding="utf-8")
+        assert not re.findall(r"""(?:src|href)=["']https?://|import\(["']https?://""", page)
+        assert "reveal.js/dist/reveal.js" in page and "<section" in page
+        assert "BEGIN SOLUTION" not in page and "{solution}" not in page
+    assert (html / "slides" / "reveal.js" / "dist" / "reveal.js").is_file()
+    course = (html / "book" / "course.html").read_text("utf-8")
+    for n in range(1, 10):
+        assert f'href="../slides/session-{n}.slides.html"' in course
+
+
+# --- the student edition ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def student_site(tmp_path_factory, book_tools):
+    """``make book-student``'s build (the site's configuration with MHACORE_EDITION=student)
+    into a temporary folder. It executes every chapter once more (a few minutes on two
+    cores) unless the site's execution cache already holds them."""
+    root, build_command, _ = book_tools
+    out = tmp_path_factory.mktemp("student-build")
+    exe = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run([str(exe), *build_command, "--path-output", str(out), str(root)],
+                          env=dict(os.environ, MHACORE_EDITION="student"), cwd=root,
+                          capture_output=True, text=True, timeout=1800)
+    return proc, out / "_build" / "html"
+
+
+def test_student_site_has_no_solution_text(student_site):
+    from test_teach import solution_texts
+
+    proc, html = student_site
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    assert not (html / "_sources").exists()
+    pages = {p: p.read_text(encoding="utf-8", errors="replace")
+             for p in html.rglob("*") if p.is_file()
+             and p.suffix in (".html", ".ipynb", ".md", ".txt", ".js")
+             and "_static" not in p.parts}
+    for source in chapter_sources(ROOT):
+        page = _html_text(html / "book" / f"{source.stem}.html")
+        assert "Exercise 1.1" in page or not source.stem.startswith("01")
+        for line in solution_texts(source):
+            for path, text in pages.items():
+                assert line not in text, f"{source.stem}: {line!r} in {path.name}"
+    for path, text in pages.items():
+        assert 'class="solution' not in text, path.name
+    course = _html_text(html / "book" / "course.html")
+    assert "Exercise 1.1 (The Epanechnikov constants)" in course
+
+
+# --- slides and the nbgrader command, without a build ----------------------------------
+
+def _executed_chapter():
+    import nbformat
+
+    new_md, new_code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    shown = nbformat.v4.new_output("stream", name="stdout", text="printed 1\n")
+    warning = nbformat.v4.new_output("stream", name="stderr", text="a warning\n")
+    cells = [new_md("# Title\n\nIntro."), new_md("## One\n\nText {glue:text}`rho:.2f`."),
+             new_code("print(1)", outputs=[shown, warning]),
+             new_md("```{glue:figure} fig-a\n:name: fig-a\n```"),
+             new_code("secret = 42"),
+             new_md("## Two\n\n```{solution} ex-1\nhidden answer\n```\nVisible."),
+             new_md("## Three"), new_md("## Exercises\n\nDo this.")]
+    cells[4].metadata["tags"] = ["solution", "remove-cell"]
+    glued = {"rho": {"output_type": "display_data", "metadata": {},
+                     "data": {"text/plain": "0.123456"}},
+             "fig-a": {"output_type": "display_data", "metadata": {},
+                       "data": {"text/plain": "<Figure>", "image/png": "iVBORw0KGgo="}}}
+    return nbformat.v4.new_notebook(cells=cells), glued
+
+
+def test_session_deck_keeps_sections_figures_and_no_solutions():
+    from mhacore.slides import session_notebook
+
+    chapter, glued = _executed_chapter()
+    deck = session_notebook(chapter, None, glued)
+    text = "\n".join(c.source for c in deck.cells)
+    assert "Text 0.12." in text and "Visible." in text
+    assert "hidden answer" not in text and "secret" not in text and "Do this" not in text
+    outputs = [o for c in deck.cells if c.cell_type == "code" for o in c.outputs]
+    assert [o.get("text") for o in outputs if o.output_type == "stream"] == ["printed 1\n"]
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the glued figure
+    types = [c.metadata.slideshow.slide_type for c in deck.cells]
+    assert types.count("slide") == 4  # the title and the three sections
+    first, second = (session_notebook(chapter, half, glued) for half in (0, 1))
+    assert "## One" in first.cells[1].source and "## Three" not in str(first.cells)
+    assert second.cells[0].source.startswith("# Title") and "## One" not in str(second.cells)
+    with pytest.raises(ValueError, match="half must be None, 0 or 1; got 2"):
+        session_notebook(chapter, 2)
+
+
+def test_teach_nbgrader_command_writes_one_assignment_per_week(tmp_path):
+    from mhacore.grading import WEEKS
+    from mhacore.teach import main
+
+    assert main(["nbgrader", "--out", str(tmp_path / "course")]) == 0
+    weeks = sorted(p.name for p in (tmp_path / "course" / "source").iterdir())
+    assert weeks == sorted(WEEKS)
+    config = (tmp_path / "course" / "nbgrader_config.py").read_text(encoding="utf-8")
+    assert "answer = None" in config
+    assert main(["nbgrader", "--out", str(tmp_path / "course")]) == 0  # its own folder again
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine", encoding="utf-8")
+    assert main(["nbgrader", "--out", str(foreign)]) == 2  # refused: teach did not write it
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
