@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..nw import nw_estimate
-from ._registry import Measurement, register
+from ._registry import Measurement, interior_argmin, register
 
 __all__ = ["regression_function", "mse_curves", "argmin_log_bandwidth", "fit_rate"]
 
@@ -86,14 +86,16 @@ def argmin_log_bandwidth(log_bandwidths, mse, half_width=3):
     """Minimiser of a sampled MSE curve: a quadratic fit of ``log MSE`` on ``log h``.
 
     Fits the ``2·half_width + 1`` grid points centred on the sampled minimum (clipped to the
-    grid) and returns the vertex, clipped to the fitted window.
+    grid) and returns the vertex, clipped to the fitted window.  The sampled minimum must be
+    interior (:func:`~mhacore.theorems._registry.interior_argmin`): a minimum on the edge of
+    the grid only bounds ``h*``, so it raises ``ValueError`` instead of returning the edge.
 
     >>> u = np.linspace(-2, 2, 21)
     >>> round(float(argmin_log_bandwidth(u, np.exp((u - 0.33) ** 2))), 10)
     0.33
     """
     log_bandwidths, mse = np.asarray(log_bandwidths), np.asarray(mse)
-    j = int(np.argmin(mse))
+    j = interior_argmin(np.exp(log_bandwidths).round(5), mse, "bandwidth grid")
     lo = min(max(j - half_width, 0), len(mse) - 2 * half_width - 1)
     window = slice(lo, lo + 2 * half_width + 1)
     c2, c1, _ = np.polyfit(log_bandwidths[window], np.log(mse[window]), 2)
@@ -116,14 +118,19 @@ def bandwidth_grid(n_bandwidths, lo=0.018, hi=0.1):
     return np.geomspace(lo, hi, n_bandwidths)
 
 
-def rate_experiment(scale="book", device="cpu", seed=0):
-    """The whole experiment: MSE curves, h*(n), slope, bootstrap SE. Returns a dict."""
+def rate_experiment(scale="book", device="cpu", seed=0, queries=None, bandwidths=None):
+    """The whole experiment: MSE curves, h*(n), slope, bootstrap SE. Returns a dict.
+
+    ``queries`` (default: the interior grid) and ``bandwidths`` (default:
+    :func:`bandwidth_grid`) replace the check's; every ``h*(n)``, and every bootstrap
+    re-location, must be interior to the bandwidth grid, or ``ValueError`` is raised.
+    """
     s = SETTINGS[scale]
-    bandwidths = bandwidth_grid(s["n_bandwidths"])
+    bandwidths = bandwidth_grid(s["n_bandwidths"]) if bandwidths is None else np.asarray(bandwidths, float)
     log_h = np.log(bandwidths)
     rngs = np.random.default_rng(seed).spawn(len(s["n_values"]) + 1)
-    curves = [mse_curves(n, bandwidths, replicates=s["replicates"], n_queries=s["n_queries"], rng=r, device=device)
-              for n, r in zip(s["n_values"], rngs)]  # each (R, J)
+    curves = [mse_curves(n, bandwidths, replicates=s["replicates"], n_queries=s["n_queries"], rng=r, device=device,
+                         queries=queries) for n, r in zip(s["n_values"], rngs)]  # each (R, J)
     log_n = np.log(s["n_values"])
     log_h_star = np.array([argmin_log_bandwidth(log_h, c.mean(axis=0)) for c in curves])
     slope, regression_se = fit_rate(log_n, log_h_star)
