@@ -1,7 +1,8 @@
 """Chapter 8 checks: one principle, three ensembles (claim C7).
 
 An average of ``B`` exchangeable members with variance ``σ²`` and pairwise correlation ``ρ``
-has variance ``ρσ² + (1 − ρ)σ²/B`` (Breiman 2001).
+has variance ``ρσ² + (1 − ρ)σ²/B`` (the equicorrelation form; Hastie, Tibshirani and
+Friedman 2009, eq. 15.1; Breiman 2001 bounds a forest's error by ``ρ̄`` times a tree's).
 
 * ``forest-breiman-variance``: for scikit-learn's ``RandomForestRegressor``, ``σ²`` and ``ρσ²``
   are estimated (pooled over trees, pairs and queries) from the per-tree predictions
@@ -163,7 +164,7 @@ def ratio_se(numerator_terms, denominator_terms):
 
 
 def subset_comparison(members, k):
-    """Breiman's form for the mean of the first ``k`` members, paired on the same replicates.
+    """The equicorrelation form for the mean of the first ``k`` members, paired on the same replicates.
 
     Per replicate ``r``, the prediction term is ``c_r + (v_r − c_r)/k`` with ``v_r``, ``c_r``
     the summands of ``σ²`` and ``ρσ²`` pooled over all ``B`` members (and pairs, and
@@ -241,7 +242,7 @@ def _check_forest(scale, device, seed, max_features=1.0):
     chapter="08-three-ensembles",
     claim="In the stylised scouting model (recruitment with probability π copies a leader's assessment), "
           "the variance of the mean of N scouts is ρσ² + (1 − ρ)σ²/N with σ² = s² + s_δ², ρ = π²s²/(s² + s_δ²).",
-    symbolic="E[(A_i − q)(A_j − q)] = π²s² by expanding B_iL + (1 − B_i)E_i + δ_i (SymPy); Breiman's form.",
+    symbolic="E[(A_i − q)(A_j − q)] = π²s² by expanding B_iL + (1 − B_i)E_i + δ_i (SymPy); the equicorrelation form.",
     caveat="A stylised model inspired by Temnothorax nest-site assessment, not a model of ant behaviour.",
 )
 def _check_colony(scale, device, seed):
