@@ -42,3 +42,13 @@ def test_mse_curves_shape_and_common_random_numbers():
     b = ch01_nw.mse_curves(50, bandwidths, replicates=4, n_queries=5, rng=3)
     assert a.shape == (4, 2) and np.all(a >= 0)
     np.testing.assert_array_equal(a, b)
+
+
+def test_mse_curves_in_two_dimensions():
+    a = ch01_nw.mse_curves(60, [0.05, 0.1], replicates=3, n_queries=9, rng=2, dim=2)
+    assert a.shape == (3, 2) and np.all(a >= 0)
+    # a constant design axis reproduces the one-dimensional sum: f(x) = sin(2 pi x1) + sin(2 pi x2)
+    pts = np.array([[0.25, 0.0], [0.5, 0.25]])
+    np.testing.assert_allclose(ch01_nw._signal(pts, 2), [1.0, 1.0], atol=1e-12)
+    with pytest.raises(ValueError, match="dim must be 1 or 2; got 3"):
+        ch01_nw.rate_experiment("book", dim=3)

@@ -56,7 +56,7 @@ def regression_function(x):
 def _signal(points, dim):
     """``f`` at points of shape ``(..., dim)``: the 1-D function, or its sum over coordinates."""
     values = regression_function(points)
-    return values[..., 0] if dim == 1 else values.sum(dim=-1)
+    return values[..., 0] if dim == 1 else values.sum(-1)
 
 
 def mse_curves(n, bandwidths, *, replicates, n_queries=41, sigma=SIGMA, rng=None, device="cpu", queries=None,
