@@ -11,6 +11,10 @@ projections ``c·P_h`` (``P_h`` orthonormal, ``p × d_k``) and Gaussian keys, th
 
 * ``heads-width-variance-ratio``: the Monte Carlo log-ratio of the per-head variance factor
   at ``d_k = 12`` and at ``d_k = 4`` (budget ``D = 12``) against the closed form (4·SE).
+
+The chapter's grids use :func:`width_grid` (every split of one budget, exact
+design-conditional MSE terms) and :func:`budget_grid` (the same at several budgets ``D``
+in one ambient space ``R^p``).
 """
 
 from __future__ import annotations
