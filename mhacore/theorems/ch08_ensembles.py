@@ -227,7 +227,9 @@ def _check_forest(scale, device, seed, max_features=1.0):
     estimate, prediction, se = subset_comparison(trees, k)
     var_terms, cov_terms = breiman_terms(trees)
     full_terms, forest_terms = cov_terms + (var_terms - cov_terms) / b, variance_terms(forest)  # (R,), (R,)
-    full_se = standard_error(forest_terms - full_terms)  # k = B: an identity, tests predict only
+    # k = B on the same replicates: an identity (1ᵀΣ1/B²), so this SE is rounding only;
+    # the comparison tests only that predict averages estimators_
+    full_se = standard_error(forest_terms - full_terms)
     return Measurement(estimate=estimate, prediction=prediction, standard_error=se,
                        details=dict(k=k, n_trees=b, full_estimate=float(forest_terms.mean()),
                                     full_prediction=float(full_terms.mean()), full_standard_error=full_se,
