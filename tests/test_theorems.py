@@ -31,6 +31,14 @@ def test_registry_entry_names_its_chapter_and_claim(theorem_id):
         f"{theorem.chapter} does not run its check {theorem_id}"
 
 
+@pytest.mark.parametrize("theorem_id", list(theorems.REGISTRY))
+def test_monte_carlo_checks_state_their_power(theorem_id):
+    # the ledger prints each Monte Carlo check's power line (the smallest perturbation detected)
+    theorem = theorems.REGISTRY[theorem_id]
+    result = theorems.run(theorem_id, scale="book") if not theorem.power else None
+    assert theorem.power or (result is not None and "atol" in result.tolerance_rule)
+
+
 def test_same_seed_same_numbers():
     first = theorems.run("bvc-design-variance", scale="book", seed=7)
     second = theorems.run("bvc-design-variance", scale="book", seed=7)

@@ -1,15 +1,33 @@
 """Chapter 1 checks: the NW bandwidth rate, and the helpers behind it."""
 
 import numpy as np
+import pytest
 
-from mhacore.theorems import ch01_nw
+from mhacore.theorems import DEFAULT_SEED, ch01_nw
+from mhacore.theorems._registry import interior_argmin
 
 
 def test_argmin_recovers_the_vertex_of_a_parabola():
     u = np.linspace(-2, 2, 21)
     assert abs(ch01_nw.argmin_log_bandwidth(u, np.exp((u - 0.33) ** 2)) - 0.33) < 1e-10
-    # minimum at the edge of the grid: the window is clipped, the vertex stays inside it
-    assert ch01_nw.argmin_log_bandwidth(u, np.exp((u + 5) ** 2)) == u[0]
+    # minimum at the edge of the grid: not located, only bounded, so the search refuses it
+    with pytest.raises(ValueError, match="must be interior; it sits on the lower edge"):
+        ch01_nw.argmin_log_bandwidth(u, np.exp((u + 5) ** 2))
+    with pytest.raises(ValueError, match="upper edge"):
+        ch01_nw.argmin_log_bandwidth(u, np.exp((u - 5) ** 2))
+
+
+def test_rate_check_refuses_boundary_queries_on_its_grid():
+    # boundary queries want h* below the check's grid (0.018 to 0.1): before the interior
+    # assertion the check clipped h* to 0.018 and passed; now the search fails loudly
+    with pytest.raises(ValueError, match="lower edge 0.018 of"):
+        ch01_nw.rate_experiment("book", seed=DEFAULT_SEED, queries=[0.0, 1.0])
+
+
+def test_interior_argmin_validates():
+    assert interior_argmin([1, 2, 3, 4], [3.0, 1.0, 0.5, 2.0]) == 2
+    with pytest.raises(ValueError, match="at least 3 points"):
+        interior_argmin([1, 2], [0.0, 1.0])
 
 
 def test_fit_rate_recovers_an_exact_line():
@@ -24,3 +42,13 @@ def test_mse_curves_shape_and_common_random_numbers():
     b = ch01_nw.mse_curves(50, bandwidths, replicates=4, n_queries=5, rng=3)
     assert a.shape == (4, 2) and np.all(a >= 0)
     np.testing.assert_array_equal(a, b)
+
+
+def test_mse_curves_in_two_dimensions():
+    a = ch01_nw.mse_curves(60, [0.05, 0.1], replicates=3, n_queries=9, rng=2, dim=2)
+    assert a.shape == (3, 2) and np.all(a >= 0)
+    # a constant design axis reproduces the one-dimensional sum: f(x) = sin(2 pi x1) + sin(2 pi x2)
+    pts = np.array([[0.25, 0.0], [0.5, 0.25]])
+    np.testing.assert_allclose(ch01_nw._signal(pts, 2), [1.0, 1.0], atol=1e-12)
+    with pytest.raises(ValueError, match="dim must be 1 or 2; got 3"):
+        ch01_nw.rate_experiment("book", dim=3)

@@ -35,8 +35,12 @@ def test_block_heads_are_orthogonal_blocks():
     assert w.shape == (3, 12, 4) and mha.temperature == pytest.approx(2.0)
     gram = np.einsum("hpk,gpl->hgkl", w, w) / 4.0
     assert np.allclose(gram[0, 0], np.eye(4)) and np.allclose(gram[0, 1], 0.0, atol=1e-12)
-    with pytest.raises(ValueError, match="n_heads must divide p = 12; got 5"):
+    with pytest.raises(ValueError, match="n_heads must divide D = 12; got 5"):
         ch06.block_heads(rotation, 5)
+    part = ch06.block_heads(rotation, 2, scale=1.0, budget=4).w_key.numpy()  # (2, 12, 2)
+    assert part.shape == (2, 12, 2) and np.allclose(part.transpose(1, 0, 2).reshape(12, 4), rotation[:, :4])
+    with pytest.raises(ValueError, match=r"budget must be an integer in \[1, p = 12\]; got 13"):
+        ch06.block_heads(rotation, 1, budget=13)
 
 
 def test_limit_bias_matches_large_n_nw():
@@ -64,6 +68,16 @@ def test_width_grid_shapes_and_identity():
     assert np.all(g["spread"] > 0)
     # the spread is sigma^2 |w_bar|^2 >= sigma^2 / n
     assert np.all(g["spread"][0] >= 1 / 50 - 1e-12) and np.all(g["spread"][1] >= 1 / 100 - 1e-12)
+
+
+def test_budget_grid_one_generator_per_budget():
+    grids = ch06.budget_grid([40], (2, 4), rng=4, p=6, designs=2, m=3)
+    assert list(grids) == [2, 4] and list(grids[4]["d_head"]) == [1, 2, 4]
+    assert grids[2]["bias_sq"].shape == (1, 2, 2)
+    # adding a budget leaves the others' numbers unchanged (spawned children)
+    more = ch06.budget_grid([40], (2, 4, 6), rng=4, p=6, designs=2, m=3)
+    assert np.array_equal(more[4]["spread"], grids[4]["spread"])
+    assert np.all(grids[4]["spread"] >= 1 / 40 - 1e-12)  # sigma^2 |w_bar|^2 >= sigma^2 / n
 
 
 def test_variance_factors_reproducible():

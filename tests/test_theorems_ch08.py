@@ -48,7 +48,7 @@ def _members(rng, r, sds, shared=1.0):
 
 def test_subset_comparison_passes_for_exchangeable_members():
     sds = np.ones(8)
-    est, pred, se = ch08.subset_comparison(_members(1, 20_000, sds), _members(2, 20_000, sds), 4)
+    est, pred, se = ch08.subset_comparison(_members(1, 20_000, sds), 4)
     assert abs(est - pred) <= 4 * se
     assert pred == pytest.approx(1.0 + 1.0 / 4, abs=4 * se)  # closed form: shared 1 + private 1/k
 
@@ -56,18 +56,35 @@ def test_subset_comparison_passes_for_exchangeable_members():
 def test_subset_comparison_detects_non_exchangeable_members():
     # first half quiet, second half noisy: the pooled moments describe no subset of the first k
     sds = np.r_[np.full(4, 0.5), np.full(4, 2.0)]
-    fit, test = _members(3, 20_000, sds), _members(4, 20_000, sds)
-    est, pred, se = ch08.subset_comparison(fit, test, 4)
+    members = _members(3, 20_000, sds)
+    est, pred, se = ch08.subset_comparison(members, 4)
     assert abs(est - pred) > 4 * se
     # ... while the full average (k = B) agrees for any members: pooled moments give 1'S1/B^2
-    est_b, pred_b, se_b = ch08.subset_comparison(fit, test, 8)
+    est_b, pred_b, se_b = ch08.subset_comparison(members, 8)
     assert abs(est_b - pred_b) <= 4 * se_b
 
 
 def test_subset_comparison_rejects_bad_k():
     x = np.zeros((3, 4, 1))
     with pytest.raises(ValueError, match=r"k must be an integer in \[1, B=4\]; got 5"):
-        ch08.subset_comparison(x, x, 5)
+        ch08.subset_comparison(x, 5)
+
+
+def test_forest_check_detects_halves_that_differ_at_book_scale():
+    # the violation the chapter names: half the trees bagged, half with max_features=0.2,
+    # all on the same training sets; the book-scale check must fail (z = 8.4 measured)
+    from mhacore.theorems import DEFAULT_SEED
+    from mhacore.theorems.ch08_ensembles import _check_forest
+
+    m = _check_forest("book", "cpu", DEFAULT_SEED, max_features=(1.0, 0.2))
+    assert abs(m.estimate - m.prediction) > 4 * m.standard_error
+
+
+def test_forest_groups_must_divide_the_trees():
+    model = ch08.forest_model()
+    with pytest.raises(ValueError, match="length divides n_trees = 5"):
+        ch08.forest_tree_predictions(model, 20, np.zeros((1, 5)), 1, rng=0, n_trees=5,
+                                     max_features=(1.0, 0.2))
 
 
 def test_ratio_se_matches_the_spread_of_repeated_estimates():
@@ -88,7 +105,8 @@ def test_forest_check_details():
     d = result.details
     assert d["k"] == d["n_trees"] // 2
     assert d["predict_is_tree_mean"] <= 1e-12  # forest.predict is the mean of estimators_
-    assert abs(d["full_estimate"] - d["full_prediction"]) <= 4 * d["full_standard_error"]
+    # k = B on the same replicates: the pooled form is 1'S1/B^2 exactly, up to rounding
+    assert abs(d["full_estimate"] - d["full_prediction"]) <= 1e-12
 
 
 @pytest.mark.parametrize("theorem_id", ["forest-breiman-variance", "colony-breiman-variance"])

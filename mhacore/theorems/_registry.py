@@ -73,6 +73,7 @@ class Theorem:
     symbolic: str
     caveat: str
     check: Callable[[str, str, int], Measurement]
+    power: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,19 +125,64 @@ def standard_error(terms) -> float:
     return float(terms.std(ddof=1) / np.sqrt(len(terms)))
 
 
+def interior_argmin(grid, values, name="grid"):
+    """Index of the smallest of ``values``, which must not sit on either end of ``grid``.
+
+    A grid search whose optimum lands on the edge has not located the optimum, only a
+    bound on it; the checks call this instead of ``argmin`` so that such a search fails.
+
+    Parameters
+    ----------
+    grid, values : array_like of shape (J,)
+        The searched points (for the message) and the criterion at each, ``J >= 3``.
+    name : str
+        What the grid is, for the message.
+
+    Returns
+    -------
+    int
+        ``argmin(values)``, in ``1 .. J − 2``.
+
+    Raises
+    ------
+    ValueError
+        If the minimum is at index 0 or ``J − 1``.
+
+    Examples
+    --------
+    >>> interior_argmin([1, 2, 3], [2.0, 1.0, 3.0])
+    1
+    """
+    grid, values = np.asarray(grid), np.asarray(values)
+    if values.ndim != 1 or len(values) < 3 or grid.shape != values.shape:
+        raise ValueError(f"values must be 1-D with the grid's shape and at least 3 points; "
+                         f"got shapes {grid.shape} and {values.shape}")
+    j = int(np.argmin(values))
+    grid = grid.tolist()
+    if j in (0, len(values) - 1):
+        side = "lower" if j == 0 else "upper"
+        raise ValueError(f"the minimum over the {name} must be interior; it sits on the {side} edge "
+                         f"{grid[j]!r} of [{grid[0]!r}, {grid[-1]!r}]: widen the {name}")
+    return j
+
+
 REGISTRY: dict[str, Theorem] = {}
 
 
 def register(theorem_id: str, *, title: str, chapter: str, claim: str,
-             symbolic: str = "", caveat: str = ""):
-    """Decorator registering ``check(scale, device, seed) -> Measurement`` under an id."""
+             symbolic: str = "", caveat: str = "", power: str = ""):
+    """Decorator registering ``check(scale, device, seed) -> Measurement`` under an id.
+
+    ``power`` is the check's power line: the smallest perturbation of its model that it
+    detects at book scale, as measured (the theorem ledger shows it).
+    """
     if not isinstance(theorem_id, str) or not theorem_id:
         raise ValueError(f"theorem_id must be a non-empty string; got {theorem_id!r}")
 
     def decorate(check):
         if theorem_id in REGISTRY:
             raise ValueError(f"theorem_id must be unique; {theorem_id!r} is registered twice")
-        REGISTRY[theorem_id] = Theorem(theorem_id, title, chapter, claim, symbolic, caveat, check)
+        REGISTRY[theorem_id] = Theorem(theorem_id, title, chapter, claim, symbolic, caveat, check, power)
         return check
 
     return decorate

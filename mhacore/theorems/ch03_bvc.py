@@ -154,6 +154,7 @@ def _check_identity(scale, device, seed):
     claim="For a fixed design and fresh noise, Var f̂_h(x) = σ²‖w^h(x)‖² (averaged over heads and queries).",
     symbolic="Var(wᵀ(F + σε)) = σ² wᵀw for independent noise of variance σ².",
     caveat="Conditional on the design and on the query; noise independent with common variance σ².",
+    power='Book scale (SE 4.9e-4 on 0.047): detects a change of the head variance by 4 SE ≈ 4.2 %, i.e. a noise level σ off by about 2.1 %.'
 )
 @sharded  # its replicates run through simulate_heads, shared by the ranks
 def _check_design_variance(scale, device, seed):
@@ -173,6 +174,7 @@ def _check_design_variance(scale, device, seed):
           "queries); positive for softmax heads sharing responses.",
     symbolic="Cov(wᵀy, vᵀy) = σ² wᵀv; softmax weights are positive so wᵀv > 0.",
     caveat="Conditional on the design; heads must share the same noisy responses.",
+    power='Book scale (SE 1.6e-4 on 0.0078): detects a change of the head covariance by 4 SE ≈ 8 %; covariances of zero (uncorrelated heads) are rejected at z ≈ 48.'
 )
 @sharded  # its replicates run through simulate_heads, shared by the ranks
 def _check_design_covariance(scale, device, seed):
