@@ -44,6 +44,7 @@ ARGPARSE_ERRORS = [
     (["--device", "nonsense"], r"--device: .*not a torch device"),
     (["--device", "meta"], r"--device: .*holds no data"),
     (["--device", "cuda:99"], r"--device: .*not available"),
+    (["--device", "xla"], r"--device: .*'xla', which is not available"),
     (["--theorem", "nope"], r"unknown theorem id"),
     (["--resume"], r"--resume needs --out"),
 ]
@@ -198,3 +199,52 @@ def test_main_passes_usage_errors_through(calls):
 
 def test_main_without_a_command_is_a_usage_error():
     assert main([]) == 2
+
+
+def test_help_of_main_exits_0(capsys):
+    for flag in ("--help", "-h"):
+        assert main([flag]) == 0
+        out = capsys.readouterr().out
+        assert "usage: python -m mhacore" in out and "check" in out
+
+
+def test_doctor_refuses_unknown_options(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["doctor", "--bogus"])
+    assert info.value.code == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_doctor_help_exits_0(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["doctor", "--help"])
+    assert info.value.code == 0 and "doctor" in capsys.readouterr().out
+
+
+def test_the_write_check_leaves_the_users_files_alone(calls, tmp_path):
+    out = tmp_path / "r.json"
+    neighbours = {out.with_name("r.json.probe"): "mine", out.with_name("r.json.tmp"): "also mine"}
+    for path, text in neighbours.items():
+        path.write_text(text)
+    assert check(["--theorem", "toy-a", "--out", str(out)]) == 0
+    assert {p: p.read_text() for p in neighbours} == neighbours
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.json.probe", "r.json.tmp"]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda r: r["results"][0].pop("passed"),
+    lambda r: r["results"][0].update(passed="yes"),
+    lambda r: r["results"][0].update(theorem_id=["x"]),
+    lambda r: r["results"][0].update(theorem_id=3),
+    lambda r: r.update(seed="0"),
+], ids=["no-passed", "passed-str", "id-list", "id-int", "seed-str"])
+def test_resume_refuses_a_report_of_the_wrong_structure(calls, capsys, tmp_path, edit):
+    out = _report(tmp_path)
+    report = json.loads(out.read_text())
+    edit(report)
+    out.write_text(json.dumps(report))
+    before = out.read_text()
+    calls.clear()
+    assert check(["--theorem", "toy-a", "--theorem", "toy-b", "--out", str(out), "--resume"]) == 1
+    assert out.read_text() == before and calls == []
+    assert "is not a check report" in capsys.readouterr().err

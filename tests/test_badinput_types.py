@@ -15,7 +15,8 @@ import torch
 from mhacore import (DataModel, MultiHeadNW, bias_variance_covariance, design_covariance,
                      head_diversity_index, nw_estimate, nw_weights,
                      principal_angles, simulate_heads)
-from mhacore import ensemble_mse, error_second_moment, optimal_weights, sum_of_squares
+from mhacore import (colony_variance, effective_heads, ensemble_mse, error_second_moment, geometric_weights,
+                     optimal_weights, simulate_assessments, sum_of_squares)
 from mhacore.optimize import optimize_subspaces, random_subspaces
 from mhacore.pretrained import load_head_projections
 from mhacore._rng import as_generator, spawn
@@ -33,6 +34,9 @@ INT_FORMS = {
     "numpy-int64": lambda a: a.astype(np.int64),
     "numpy-int32": lambda a: a.astype(np.int32),
     "numpy-uint8": lambda a: a.astype(np.uint8),
+    "numpy-uint16": lambda a: a.astype(np.uint16),
+    "numpy-uint32": lambda a: a.astype(np.uint32),
+    "numpy-uint64": lambda a: a.astype(np.uint64),
     "numpy-bool": lambda a: a.astype(bool),
     "torch-int64": lambda a: torch.from_numpy(a.astype(np.int64)),
     "torch-int32": lambda a: torch.from_numpy(a.astype(np.int32)),
@@ -53,7 +57,8 @@ def test_integer_and_boolean_inputs_become_float64(form):
     np.testing.assert_allclose(out, expected, rtol=1e-15)
 
 
-@pytest.mark.parametrize("form", ["numpy-int64", "torch-int64", "torch-bool", "numpy-bool"])
+@pytest.mark.parametrize("form", ["numpy-int64", "torch-int64", "torch-bool", "numpy-bool", "numpy-uint8",
+                                  "numpy-uint16", "numpy-uint32", "numpy-uint64"])
 def test_integers_take_the_floating_inputs_dtype(form):
     keys = INT_FORMS[form](INT_K)
     out = nw_estimate(torch.tensor(INT_Q, dtype=torch.float32), keys, torch.ones(3, dtype=torch.float32))
@@ -70,6 +75,45 @@ def test_integer_values_take_float64_queries_dtype(form):
 def test_float_inputs_keep_their_dtype(dtype):
     out = nw_weights(torch.tensor(Q, dtype=dtype), torch.tensor(K, dtype=dtype))
     assert out.dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64, np.uint8])
+def test_unsigned_values_follow_float32_data(dtype):
+    q, k = Q.astype(np.float32), K.astype(np.float32)
+    out = nw_estimate(q, k, np.array([1, 2, 4], dtype=dtype))
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, nw_estimate(q, k, np.array([1.0, 2.0, 4.0], np.float32)), rtol=0)
+
+
+def test_uint64_beyond_int64_keeps_its_value():
+    big = np.array([2**64 - 1] * 3, dtype=np.uint64)
+    np.testing.assert_array_equal(nw_estimate(Q, K, big), np.full(2, float(2**64 - 1)))
+    assert nw_estimate(Q.astype(np.float32), K.astype(np.float32), big).dtype == np.float32
+
+
+BF16_ALPHA = torch.tensor([0.5, 0.5], dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("call, expected", [
+    (lambda: sum_of_squares(BF16_ALPHA), 0.5),
+    (lambda: effective_heads(BF16_ALPHA), 2.0),
+    (lambda: ensemble_mse(BF16_ALPHA, np.eye(2)), 0.5),
+    (lambda: ensemble_mse([0.5, 0.5], torch.eye(2, dtype=torch.bfloat16)), 0.5),
+    (lambda: bias_variance_covariance(np.array([[[1.0], [3.0]], [[3.0], [5.0]]]), np.zeros(1), alpha=BF16_ALPHA).mse,
+     10.0),
+    (lambda: MultiHeadNW(np.ones((2, 2, 1)), np.ones((2, 2, 1)), alpha=BF16_ALPHA)(Q, K, V),
+     MHA(Q, K, V)),
+    (lambda: MultiHeadNW(np.ones((2, 2, 1)), np.ones((2, 2, 1)), alpha=BF16_ALPHA)(
+        torch.tensor(Q), torch.tensor(K), torch.tensor(V)).numpy(), MHA(Q, K, V)),
+], ids=["sum_of_squares", "effective_heads", "ensemble_mse", "ensemble_mse-matrix", "bias_variance_covariance",
+        "MultiHeadNW-numpy", "MultiHeadNW-torch"])
+def test_bfloat16_alpha_is_a_floating_alpha(call, expected):
+    np.testing.assert_allclose(call(), expected, rtol=1e-12)
+
+
+def test_bfloat16_alpha_off_the_simplex_names_its_dtype():
+    with pytest.raises(ValueError, match=r"alpha must lie in the simplex .*tolerance .* for bfloat16"):
+        sum_of_squares(torch.tensor([0.5, 0.6], dtype=torch.bfloat16))
 
 
 def test_float32_and_float64_promote_to_float64():
@@ -130,7 +174,46 @@ REJECTED = [
      ValueError, r"loss must return a tensor computed from the bases"),
     (lambda: optimize_subspaces("abc", lambda b: (b.sum(), {}), n_steps=1), TypeError,
      r"initial_bases must be a numpy array, a torch tensor or a nested list; got str"),
+    # integers that do not fit the floating inputs' dtype
+    (lambda: nw_estimate(np.ones((3, 2), np.float16), np.ones((5, 2), np.float16), np.full(5, 100000)), ValueError,
+     r"values holds integers up to 100000, which overflow float16"),
+    (lambda: nw_weights(np.ones((3, 2), np.float16), np.full((5, 2), -70000)), ValueError,
+     r"keys holds integers up to -70000, which overflow float16"),
+    # numpy dtypes that torch lacks
+    (lambda: nw_estimate(np.ones((3, 2), np.longdouble), np.ones((5, 2)), np.ones(5)), TypeError,
+     r"queries must be a real numeric array of a dtype torch supports .*got dtype float128"),
+    (lambda: principal_angles(np.eye(3)[:, :1].astype(np.longdouble), np.eye(3)[:, :1]), TypeError,
+     r"a must be a real numeric array of a dtype torch supports"),
+    # a torch module whose query/key biases are NaN is not bias-free
+    (lambda: MultiHeadNW.from_torch(_mha_with_bias(float("nan"))), ValueError,
+     r"mha must have finite, zero query/key biases .*got 8 NaN/inf"),
+    # what f returns is named as f's output
+    (lambda: simulate_heads(DataModel(f=lambda x: x.sum(-1) * np.nan, p=2, sigma=0.0), MHA, 5, Q, 2, rng=0),
+     ValueError, r"f\(x\) must contain only finite values"),
+    (lambda: simulate_heads(DataModel(f=lambda x: np.array(["a"] * x.shape[0]), p=2, sigma=0.0), MHA, 5, Q, 2, rng=0),
+     TypeError, r"f\(x\) must be a real numeric array; got dtype <U1"),
+    (lambda: simulate_heads(DataModel(f=lambda x: None, p=2, sigma=0.0), MHA, 5, Q, 2, rng=0),
+     TypeError, r"f\(x\) must be a numpy array, a torch tensor or a nested list; got NoneType"),
+    # bool parameters are bools
+    (lambda: optimal_weights(np.diag([1.0, 3.0]), nonnegative="no"), TypeError,
+     r"nonnegative must be a bool; got str 'no'"),
+    (lambda: optimal_weights(np.diag([1.0, 3.0]), nonnegative=None), TypeError, r"nonnegative must be a bool"),
+    (lambda: simulate_heads(MODEL, MHA, 4, Q, 2, rng=0, progress="x"), TypeError,
+     r"progress must be None or a bool; got str 'x'"),
+    (lambda: simulate_heads(MODEL, MHA, 4, Q, 2, rng=0, progress=1), TypeError, r"progress must be None or a bool"),
+    # scalar parameters
+    (lambda: simulate_assessments(2, 3, 0.5, quality="1"), TypeError, r"quality must be a finite number; got str '1'"),
+    (lambda: simulate_assessments(2, 3, 0.5, quality=True), TypeError, r"quality must be a finite number; got bool"),
+    (lambda: simulate_assessments(2, 3, 0.5, quality=np.nan), ValueError, r"quality must be a finite number; got nan"),
+    (lambda: geometric_weights(3, torch.tensor([0.5])), TypeError, r"ratio must be a finite number > 0; got Tensor"),
+    (lambda: geometric_weights(3, np.array(-0.5)), ValueError, r"ratio must be a finite number > 0; got -0.5"),
 ]
+
+
+def _mha_with_bias(value):
+    mha = torch.nn.MultiheadAttention(4, 2)
+    torch.nn.init.constant_(mha.in_proj_bias, value)
+    return mha
 
 
 @pytest.mark.parametrize("index", range(len(REJECTED)))
@@ -175,7 +258,7 @@ def test_load_head_projections_rejects_non_float_dtypes(dtype):
 
 
 # ---------------------------------------------------------------- devices
-@pytest.mark.parametrize("device", ["nonsense", "meta", 3.5])
+@pytest.mark.parametrize("device", ["nonsense", "meta", 3.5, "xla", "xpu", "hpu:0"])
 def test_simulate_heads_rejects_bad_devices(device):
     with pytest.raises((ValueError, TypeError), match=r"device must be"):
         simulate_heads(MODEL, MHA, 4, Q, 2, rng=0, device=device)
@@ -207,6 +290,37 @@ def test_scalar_parameters_accept_numpy_and_0d_tensors(value):
 def test_bad_scalars_are_rejected(value, exc, pattern):
     with pytest.raises(exc, match=pattern):
         nw_weights(Q, K, temperature=value)
+
+
+@pytest.mark.parametrize("device", ["xla", "xpu", "hpu"])
+def test_devices_without_a_backend_are_not_available(device):
+    with pytest.raises(ValueError, match=rf"device must be available on this machine; got '{device}'"):
+        simulate_heads(MODEL, MHA, 4, Q, 2, rng=0, device=device)
+
+
+@pytest.mark.parametrize("ratio", [torch.tensor(0.5), np.array(0.5), np.float32(0.5), 0.5])
+def test_geometric_ratio_accepts_0d_numbers(ratio):
+    np.testing.assert_allclose(geometric_weights(3, ratio), [4 / 7, 2 / 7, 1 / 7], rtol=1e-15)
+
+
+@pytest.mark.parametrize("quality", [torch.tensor(1.0), np.float64(1.0), np.array(1.0), 1])
+def test_quality_accepts_0d_numbers(quality):
+    np.testing.assert_array_equal(simulate_assessments(2, 3, 0.5, quality=quality, rng=4),
+                                  simulate_assessments(2, 3, 0.5, quality=1.0, rng=4))
+
+
+@pytest.mark.parametrize("flag", [True, False, np.bool_(True)])
+def test_bool_parameters_accept_bools(flag):
+    assert np.isfinite(optimal_weights(np.diag([1.0, 3.0]), nonnegative=flag)).all()
+    assert simulate_heads(MODEL, MHA, 4, Q, 2, rng=0, progress=flag).shape == (2, 2, 2)
+
+
+def test_from_torch_accepts_zero_biases():
+    assert MultiHeadNW.from_torch(_mha_with_bias(0.0)).n_heads == 2
+
+
+def test_colony_variance_accepts_0d_tensors():
+    assert colony_variance(torch.tensor(0.0), 4, torch.tensor(2.0)) == 1.0
 
 
 @pytest.mark.parametrize("value, expected", [(np.int64(3), 3), (np.uint8(3), 3), (torch.tensor(3), 3)])
