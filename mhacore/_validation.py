@@ -13,17 +13,21 @@ The conversion rule (one rule for every public function):
 
 * floating inputs keep their dtype, and the common dtype is their promotion (float32 with
   float32 stays float32; any float64 gives float64);
-* integer and boolean inputs, numpy or torch alike, take that floating dtype, or float64
-  when no input is floating (so ``[0, 1]`` and ``torch.tensor([0, 1])`` give the same
-  numbers);
+* integer and boolean inputs (signed or unsigned, of any width), numpy or torch alike, take
+  that floating dtype, or float64 when no input is floating (so ``[0, 1]`` and
+  ``torch.tensor([0, 1])`` give the same numbers); integers too large for that dtype (above
+  65504 for float16) are rejected with a ``ValueError`` that says so;
 * complex, string, object, date and ragged (non-rectangular) inputs are rejected with a
-  ``TypeError`` naming the parameter, as are sparse tensors;
+  ``TypeError`` naming the parameter, as are sparse tensors and numpy dtypes torch lacks
+  (``longdouble``);
 * torch inputs must share one device, and it must hold data (a ``meta`` tensor is
-  rejected); numpy inputs go to that device;
+  rejected); numpy inputs go to that device; ``device=`` arguments must name a device this
+  machine has (:func:`check_device` allocates on it);
 * ``dtype=`` arguments (:func:`check_float_dtype`) accept float32 or float64, as a torch
   dtype, a numpy dtype or its name, and nothing else (an integer dtype would truncate);
 * scalar parameters accept Python, numpy and 0-d torch numbers; a tensor that requires
-  grad is refused where gradients cannot flow to it.
+  grad is refused where gradients cannot flow to it; bool parameters accept only bools
+  (:func:`check_bool`: ``"no"`` is not ``False``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ __all__ = [
     "check_finite",
     "check_float_dtype",
     "check_device",
+    "check_real",
+    "check_bool",
 ]
 
 _DATA_DEVICES = "(cpu, cuda, ...)"
@@ -85,6 +91,44 @@ def check_positive(value, name: str, *, allow_none: bool = False):
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
     return value
+
+
+def check_real(value, name: str) -> float:
+    """Return ``value`` as a float after checking it is a finite number.
+
+    Examples
+    --------
+    >>> check_real(-2, "quality")
+    -2.0
+    """
+    value = _scalar(value, name)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a finite number; got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number; got {value!r}")
+    return value
+
+
+def check_bool(value, name: str, *, allow_none: bool = False):
+    """Return ``value`` as a bool (or None with ``allow_none``) after checking it is one.
+
+    Python and numpy bools only: a string such as ``"no"`` or a number is a ``TypeError``,
+    never silently truthy.
+
+    Examples
+    --------
+    >>> check_bool("no", "nonnegative")
+    Traceback (most recent call last):
+    ...
+    TypeError: nonnegative must be a bool; got str 'no'
+    """
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, (bool, np.bool_)):
+        allowed = "None or a bool" if allow_none else "a bool"
+        raise TypeError(f"{name} must be {allowed}; got {type(value).__name__} {value!r}")
+    return bool(value)
 
 
 def check_nonnegative(value, name: str) -> float:
@@ -145,6 +189,16 @@ def check_finite(tensor: torch.Tensor, name: str) -> None:
 
 def _to_tensor(x, name: str) -> torch.Tensor:
     """``x`` as a torch tensor of a real dtype (integers and booleans not yet converted)."""
+    return _to_tensor_kind(x, name)[0]
+
+
+def _to_tensor_kind(x, name: str):
+    """``x`` as a torch tensor, and whether it holds integers or booleans.
+
+    Unsigned integers wider than 8 bits, which torch cannot compute with, become int32 /
+    int64 when that holds every value, else float64 (a uint64 above 2**63); they still
+    count as integers, so they follow the floating inputs' dtype like any integer.
+    """
     if isinstance(x, torch.Tensor):
         tensor = x
         if tensor.layout != torch.strided:
@@ -159,15 +213,32 @@ def _to_tensor(x, name: str) -> torch.Tensor:
             raise TypeError(f"{name} must be a real numeric array; got dtype {array.dtype}")
         if not array.flags.writeable or not array.flags.c_contiguous:
             array = np.array(array, copy=True, order="C")
-        if array.dtype.kind == "u" and array.dtype.itemsize > 1:
-            array = array.astype(np.float64)  # torch lacks uint16..64 arithmetic
-        tensor = torch.from_numpy(array)
+        if array.dtype.kind == "u" and array.dtype.itemsize > 1:  # torch lacks uint16..64 arithmetic
+            wider = np.int64 if array.dtype.itemsize >= 4 else np.int32
+            fits = array.size == 0 or array.max() <= np.iinfo(wider).max
+            array = array.astype(wider if fits else np.float64)
+            return torch.from_numpy(array), True
+        try:
+            tensor = torch.from_numpy(array)
+        except TypeError:  # e.g. longdouble
+            raise TypeError(f"{name} must be a real numeric array of a dtype torch supports (float16, float32, "
+                            f"float64, integers or bool); got dtype {array.dtype}; cast it to float64") from None
     else:
         raise TypeError(f"{name} must be a numpy array, a torch tensor or a nested list; "
                         f"got {type(x).__name__}")
     if tensor.is_complex():
         raise TypeError(f"{name} must be a real numeric array; got dtype {tensor.dtype}")
-    return tensor
+    return tensor, not tensor.is_floating_point()
+
+
+def _check_integers_fit(tensor: torch.Tensor, converted: torch.Tensor, name: str) -> None:
+    """Raise when integers turned into inf on conversion to a narrow floating dtype."""
+    if converted.is_meta or bool(torch.isfinite(converted).all()):
+        return
+    source = tensor.to(torch.float64)
+    largest = source.flatten()[source.abs().argmax()].item()
+    raise ValueError(f"{name} holds integers up to {largest:.0f}, which overflow {str(converted.dtype).removeprefix('torch.')} "
+                     "(the dtype of the floating inputs); pass floating values or use a wider dtype")
 
 
 def as_tensors(arrays: dict, min_ndims: dict, *, finite: bool = True):
@@ -200,7 +271,8 @@ def as_tensors(arrays: dict, min_ndims: dict, *, finite: bool = True):
         devices.
     """
     is_torch = any(isinstance(x, torch.Tensor) for x in arrays.values())
-    tensors = {name: _to_tensor(x, name) for name, x in arrays.items()}
+    kinds = {name: _to_tensor_kind(x, name) for name, x in arrays.items()}
+    tensors = {name: tensor for name, (tensor, _) in kinds.items()}
     devices = {t.device for name, t in tensors.items() if isinstance(arrays[name], torch.Tensor)}
     if len(devices) > 1:
         raise ValueError(f"torch inputs must be on one device; got {sorted(map(str, devices))}")
@@ -208,11 +280,16 @@ def as_tensors(arrays: dict, min_ndims: dict, *, finite: bool = True):
     for name, t in tensors.items():
         if t.is_meta:
             raise ValueError(f"{name} must be on a device that holds data {_DATA_DEVICES}; got {t.device.type}")
-    floating = [t.dtype for t in tensors.values() if t.is_floating_point()]
+    floating = [t.dtype for name, t in tensors.items() if not kinds[name][1]]
     dtype = floating[0] if floating else torch.float64  # integers and booleans follow the floats
     for other in floating[1:]:
         dtype = torch.promote_types(dtype, other)
-    tensors = {name: t if t.dtype == dtype else t.to(dtype) for name, t in tensors.items()}
+    converted = {}
+    for name, t in tensors.items():
+        converted[name] = t if t.dtype == dtype else t.to(dtype)
+        if kinds[name][1] and t.dtype != dtype and torch.finfo(dtype).max < 2.0**64:  # float16 only
+            _check_integers_fit(t, converted[name], name)
+    tensors = converted
     for name, t in tensors.items():
         if t.ndim < min_ndims[name]:
             raise ValueError(
@@ -266,12 +343,29 @@ def simplex_tolerance(alpha, n_heads: int, atol: float = 1e-8) -> float:
     return max(atol, 4 * n_heads * _eps(alpha))
 
 
+def _dtype_name(x) -> str:
+    """The floating dtype of ``x`` by name (``float64`` for integers, booleans and lists)."""
+    if isinstance(x, (torch.Tensor, np.ndarray)) and (x.dtype.is_floating_point if isinstance(x, torch.Tensor)
+                                                      else x.dtype.kind == "f"):
+        return str(x.dtype).removeprefix("torch.")
+    return "float64"
+
+
+def _shortest(value: float, x) -> str:
+    """``value`` rounded to the floating dtype of ``x``, printed with the digits that identify it there."""
+    name = _dtype_name(x)
+    if name == "bfloat16":  # numpy has no bfloat16: print its exact value
+        return repr(float(torch.tensor(value, dtype=torch.bfloat16)))
+    return str(np.dtype(name).type(value))
+
+
 def check_simplex(alpha, n_heads: int, name: str = "alpha", *, atol: float = 1e-8) -> np.ndarray:
     """Return ``alpha`` as a float64 numpy vector after checking it lies in the simplex.
 
     ``None`` gives uniform weights ``1/n_heads``. The sum may miss 1 by the rounding of
     ``alpha``'s own dtype (:func:`simplex_tolerance`): float32 weights that sum to 1 in
-    float32 arithmetic are accepted.
+    float32 arithmetic are accepted. Torch tensors of any floating dtype (bfloat16 too)
+    are read in torch, not through numpy.
 
     Examples
     --------
@@ -286,18 +380,19 @@ def check_simplex(alpha, n_heads: int, name: str = "alpha", *, atol: float = 1e-
         return np.full(n_heads, 1.0 / n_heads)
     source = alpha
     if isinstance(alpha, torch.Tensor):
-        if alpha.is_meta:
+        source = _to_tensor(alpha, name)  # dense, real
+        if source.is_meta:
             raise ValueError(f"{name} must be on a device that holds data {_DATA_DEVICES}; got meta")
-        alpha = alpha.detach().cpu().numpy()
-        source = alpha
-    elif not isinstance(alpha, np.ndarray):
-        try:
-            source = np.asarray(alpha)
-        except ValueError:
-            raise TypeError(f"{name} must be a rectangular numeric array; got a ragged nested sequence") from None
-    if source.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be a real numeric array; got dtype {source.dtype}")
-    alpha = np.asarray(source, dtype=np.float64)
+        alpha = source.detach().to(device="cpu", dtype=torch.float64).numpy()
+    else:
+        if not isinstance(alpha, np.ndarray):
+            try:
+                source = np.asarray(alpha)
+            except ValueError:
+                raise TypeError(f"{name} must be a rectangular numeric array; got a ragged nested sequence") from None
+        if source.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must be a real numeric array; got dtype {source.dtype}")
+        alpha = np.asarray(source, dtype=np.float64)
     if alpha.shape != (n_heads,):
         raise ValueError(f"{name} must have shape ({n_heads},) (one weight per head); got {alpha.shape}")
     if not np.isfinite(alpha).all():
@@ -309,11 +404,9 @@ def check_simplex(alpha, n_heads: int, name: str = "alpha", *, atol: float = 1e-
     total = float(alpha.sum())
     tol = simplex_tolerance(source, n_heads, atol)
     if abs(total - 1.0) > tol:
-        dtype = source.dtype if source.dtype.kind == "f" else np.dtype(np.float64)
-        shown = dtype.type(total)  # the shortest repr that identifies the sum in alpha's dtype
         raise ValueError(
-            f"{name} must lie in the simplex (entries >= 0 summing to 1); got sum {shown!s} "
-            f"(off by {abs(total - 1.0):.3g}; tolerance {tol:.3g} for {dtype})"
+            f"{name} must lie in the simplex (entries >= 0 summing to 1); got sum {_shortest(total, source)} "
+            f"(off by {abs(total - 1.0):.3g}; tolerance {tol:.3g} for {_dtype_name(source)})"
         )
     return alpha
 
@@ -385,4 +478,10 @@ def check_device(device, name: str = "device") -> torch.device:
     elif parsed.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"{name} must be available on this machine; got {str(device)!r}, "
                          "which is not available (MPS is not available)")
+    elif parsed.type not in ("cpu", "cuda", "mps"):  # xla, xpu, hpu, ...: whatever this torch lacks
+        try:
+            torch.empty(0, device=parsed)
+        except Exception:  # RuntimeError, ImportError, ...: torch's message varies by backend
+            raise ValueError(f"{name} must be available on this machine; got {str(device)!r}, "
+                             f"which is not available (this torch build has no {parsed.type} backend)") from None
     return parsed

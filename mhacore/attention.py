@@ -118,7 +118,16 @@ class MultiHeadNW:
         w = weights.to(device=x.device, dtype=x.dtype)  # (H, p, d_head)
         if width is not None and width > self.d_head:
             w = F.pad(w, (0, width - self.d_head))  # (H, p, width)
-        return torch.einsum("...lp,hpk->...hlk", x, w)  # (..., H, L, width)
+        projected = torch.einsum("...lp,hpk->...hlk", x, w)  # (..., H, L, width)
+        if not math.isfinite(float(projected.detach().sum())) and not bool(torch.isfinite(projected).all()):
+            # finite data and weights (checked) whose products overflow: say so, not "non-finite data"
+            which, name = ("queries", "w_query") if weights is self.w_query else ("keys", "w_key")
+            dtype = str(x.dtype).removeprefix("torch.")
+            raise ValueError(f"{which} projected by {name} overflow {dtype}: finite entries whose products exceed "
+                             f"{float(torch.finfo(x.dtype).max):.3g} (largest |entry| "
+                             f"{float(x.detach().abs().max()):.3g} in {which}, {float(w.detach().abs().max()):.3g} "
+                             f"in {name}); rescale the data or the projections")
+        return projected
 
     def weights(self, queries, keys):
         """Per-head NW weights.
@@ -188,7 +197,8 @@ class MultiHeadNW:
         """The ensemble ``Σ_h α_h f̂_h``: array of shape (..., m) (claim C1)."""
         heads = self.head_estimates(queries, keys, values, chunk_size=chunk_size)  # (..., H, m)
         if isinstance(heads, np.ndarray):
-            alpha = self.alpha.detach().cpu().numpy() if isinstance(self.alpha, torch.Tensor) else self.alpha
+            alpha = self.alpha.detach().to("cpu", torch.float64).numpy() if isinstance(self.alpha, torch.Tensor) \
+                else self.alpha  # via float64: numpy has no bfloat16
             return np.einsum("h,...hm->...m", alpha.astype(heads.dtype), heads)
         alpha = torch.as_tensor(self.alpha).to(dtype=heads.dtype, device=heads.device)  # keeps alpha's graph
         return torch.einsum("h,...hm->...m", alpha, heads)  # (..., m)
@@ -229,7 +239,12 @@ class MultiHeadNW:
         n_heads, d_head, p = mha.num_heads, mha.head_dim, mha.embed_dim
         weight = mha.in_proj_weight.detach().double().cpu()  # (3 p, p): rows q | k | v
         bias = mha.in_proj_bias
-        if bias is not None and bool(bias.detach()[: 2 * p].abs().max() > 0):
+        query_key_bias = None if bias is None else bias.detach()[: 2 * p]  # (2 p,)
+        if query_key_bias is not None and not bool(torch.isfinite(query_key_bias).all()):
+            bad = int((~torch.isfinite(query_key_bias)).sum())
+            raise ValueError("mha must have finite, zero query/key biases (in_proj_bias[:2*embed_dim]); "
+                             f"got {bad} NaN/inf entries")
+        if query_key_bias is not None and bool((query_key_bias != 0).any()):
             raise ValueError("mha must have zero query/key biases (in_proj_bias[:2*embed_dim]); got non-zero entries")
         w_query = weight[:p].reshape(n_heads, d_head, p).transpose(1, 2)  # (H, p, d_head)
         w_key = weight[p : 2 * p].reshape(n_heads, d_head, p).transpose(1, 2)  # (H, p, d_head)

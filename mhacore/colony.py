@@ -20,12 +20,11 @@ variance ``ρσ² + (1 − ρ)σ²/N`` (Breiman's form).
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
 from ._rng import as_generator
-from ._validation import check_int, check_nonnegative, check_positive, check_probability
+from ._validation import check_int, check_nonnegative, check_positive, check_probability, check_real
 
 __all__ = ["scout_moments", "colony_variance", "simulate_assessments"]
 
@@ -60,7 +59,15 @@ def scout_moments(recruit_prob, assessment_sd=1.0, reassess_sd=0.0):
     pi = check_probability(recruit_prob, "recruit_prob")
     s = check_positive(assessment_sd, "assessment_sd")
     s_d = check_nonnegative(reassess_sd, "reassess_sd")
-    return _variance(s, s_d), pi * pi / (1.0 + (s_d / s) ** 2)  # ρ without s², which may under/overflow
+    return _variance(s, s_d), pi * pi * _share(s, s_d)
+
+
+def _share(s: float, s_d: float) -> float:
+    """``s² / (s² + s_δ²)`` from the ratio of the smaller to the larger, which cannot overflow."""
+    if s_d <= s:
+        return 1.0 / (1.0 + (s_d / s) * (s_d / s))
+    ratio = s / s_d  # < 1; its square may underflow to 0, the exact limit
+    return ratio * ratio / (1.0 + ratio * ratio)
 
 
 def _variance(s: float, s_d: float) -> float:
@@ -140,8 +147,7 @@ def simulate_assessments(n_colonies, n_scouts, recruit_prob, assessment_sd=1.0, 
     pi = check_probability(recruit_prob, "recruit_prob")
     s = check_positive(assessment_sd, "assessment_sd")
     s_d = check_nonnegative(reassess_sd, "reassess_sd")
-    if isinstance(quality, bool) or not isinstance(quality, numbers.Real) or not math.isfinite(quality):
-        raise ValueError(f"quality must be a finite number; got {quality!r}")
+    quality = check_real(quality, "quality")
     rng = as_generator(rng)
     _variance(s, s_d)
     leader = s * rng.standard_normal((n_colonies, 1))  # (R, 1), shared within a colony

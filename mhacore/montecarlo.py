@@ -22,7 +22,8 @@ from tqdm import tqdm
 
 from . import distributed
 from ._rng import spawn
-from ._validation import as_tensors, check_device, check_float_dtype, check_int, check_nonnegative
+from ._validation import (as_float64_numpy, as_tensors, check_bool, check_device, check_finite, check_float_dtype,
+                          check_int, check_nonnegative)
 from .attention import MultiHeadNW
 from .decomposition import BiasVarianceCovariance, bias_variance_covariance
 
@@ -88,11 +89,21 @@ class DataModel:
         return keys, self.responses(keys, rng)
 
     def responses(self, keys: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Noisy responses ``f(keys) + σ ε`` of shape ``keys.shape[:-1]``."""
-        clean = np.asarray(self.f(keys), dtype=np.float64)
+        """Noisy responses ``f(keys) + σ ε`` of shape ``keys.shape[:-1]``.
+
+        What ``f`` returns is checked as ``f(x)``: real, finite and of the right shape; noise
+        that overflows names ``sigma``.
+        """
+        clean = as_float64_numpy(self.f(keys), "f(x)")  # TypeError for strings, None, ...
         if clean.shape != keys.shape[:-1]:
             raise ValueError(f"f must map shape (..., p) to (...); got {keys.shape} -> {clean.shape}")
-        return clean + self.sigma * rng.standard_normal(size=clean.shape)
+        check_finite(torch.from_numpy(clean), "f(x)")
+        with np.errstate(over="ignore"):
+            responses = clean + self.sigma * rng.standard_normal(size=clean.shape)
+        if not np.isfinite(responses).all():
+            raise ValueError(f"the responses f(x) + sigma * noise overflow float64 with sigma={self.sigma!r} "
+                             f"(largest |f(x)| {np.abs(clean).max():.3g}); use a smaller sigma or rescale f")
+        return responses
 
 
 def _draw(model, children, n, fixed_keys):
@@ -179,6 +190,7 @@ def simulate_heads(
         raise ValueError(f"mha.p must equal model.p = {model.p}; got {mha.p}")
     n, n_replicates = check_int(n, "n"), check_int(n_replicates, "n_replicates")
     dtype, device = check_float_dtype(dtype), check_device(device)
+    progress = check_bool(progress, "progress", allow_none=True)
     (queries,), _ = as_tensors({"queries": queries}, {"queries": 2})
     if queries.shape[1:] != (model.p,) or queries.ndim != 2:
         raise ValueError(f"queries must have shape (m, p) with p = {model.p}; got {tuple(queries.shape)}")

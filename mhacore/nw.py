@@ -171,8 +171,20 @@ def _logits(queries, keys, kernel: str, scale: float):
     :func:`_gaussian_logits`; :func:`_in_dtype` brings them to the data's dtype).
     """
     if kernel == "softmax":
+        if _scale_overflows(scale, queries.dtype):  # 1/temperature beyond the dtype: float64 logits
+            return (queries.double() * scale) @ keys.double().transpose(-1, -2)  # (..., m, n)
         return (queries * scale) @ keys.transpose(-1, -2)  # (..., m, n)
     return _gaussian_logits(queries, keys, scale)
+
+
+def _scale_overflows(scale: float, dtype) -> bool:
+    """Whether the softmax scale 1/temperature itself exceeds ``dtype`` (e.g. 1e40 in float32).
+
+    The logits may still fit (tiny data): they are then formed in float64, where the scale
+    fits, and cast back; the fused kernels, which take the scale in the data's dtype, are
+    skipped.
+    """
+    return scale > float(torch.finfo(dtype).max)
 
 
 def _in_dtype(logits, dtype, bound: float):
@@ -200,8 +212,8 @@ def _gaussian_logits(queries, keys, scale: float):
     matrix product of augmented rows, ``[2s·q̃, −s, −s‖q̃‖²] · [k̃, ‖k̃‖², 1]``, so the
     ``(m, n)`` logits are written once. Returns float64 logits whatever the data's dtype.
     """
-    centre = keys.mean(dim=-2, keepdim=True)  # (..., 1, d)
-    q, k = (queries - centre).double(), (keys - centre).double()  # (..., m, d), (..., n, d)
+    centre = keys.mean(dim=-2, keepdim=True, dtype=torch.float64)  # (..., 1, d); float32 sums may overflow
+    q, k = queries.double() - centre, keys.double() - centre  # (..., m, d), (..., n, d)
     q_sq, k_sq = q.square().sum(-1, keepdim=True), k.square().sum(-1, keepdim=True)  # (..., m, 1), (..., n, 1)
     if not _expansion_is_accurate(q_sq.max(), k_sq.max(), scale, q.shape[-1]):
         distance = torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist")  # (..., m, n)
@@ -346,8 +358,28 @@ def nw_estimate(queries, keys, values, *, kernel="softmax", temperature=None, ba
     bound = _check_logit_range(queries, keys, kernel, scale)
     if chunk_size is not None:
         chunk_size = check_int(chunk_size, "chunk_size")
+    values, factor = _scaled_values(values, keys.shape[-2])
     estimates = _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound)  # (..., m, e)
+    if factor != 1.0:
+        estimates = estimates * factor
     return restore(estimates.squeeze(-1) if scalar else estimates, is_torch)
+
+
+def _scaled_values(values, n: int):
+    """``values`` divided by a power of two when sums of ``n`` of them could overflow, and that factor.
+
+    The fused and chunked paths sum kernel-weighted values before normalising (up to
+    ``n·max|v|``): values near the float range would give inf although their average is
+    finite. Scaling by a power of two is exact (the result is multiplied back), and is
+    skipped, at the cost of one reduction, when ``n·max|v|`` fits with a margin of 16.
+    """
+    largest = float(torch.linalg.vector_norm(values.detach(), ord=math.inf))  # max |v|
+    if largest * n <= _limit(values.dtype):
+        return values, 1.0
+    exponent = math.frexp(largest)[1] - 1  # largest = m·2^(exponent+1), m in [0.5, 1)
+    if exponent == 0:
+        return values, 1.0
+    return values * math.ldexp(1.0, -exponent), math.ldexp(1.0, exponent)  # scaled |v| < 2
 
 
 def _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound=0.0):
@@ -355,10 +387,15 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound=0.0
     m, n, e = queries.shape[-2], keys.shape[-2], values.shape[-1]
     out = None
     needs_grad = torch.is_grad_enabled() and any(x.requires_grad for x in (queries, keys, values))
-    if chunk_size is None and queries.device.type == "cuda" and not needs_grad:
+    if kernel == "softmax" and _scale_overflows(scale, queries.dtype):
+        chunk_size = chunk_size or (None if math.prod(batch) * m * n * 8 <= DENSE_LIMIT_BYTES else KEY_BLOCK)
+        fused_ok = False  # the fused kernels take the scale in the data's dtype
+    else:
+        fused_ok = True
+    if fused_ok and chunk_size is None and queries.device.type == "cuda" and not needs_grad:
         # the Triton kernel has no backward: autograd takes SDPA or the torch paths
         out = _triton_estimate(queries, keys, values, kernel, scale)  # (*batch, m, e) or None
-    sdpa = chunk_size is None and out is None
+    sdpa = fused_ok and chunk_size is None and out is None
     if sdpa and kernel == "softmax" and e <= _fused_width(queries.shape[-1], queries.device, queries.dtype):
         # fused SDPA needs values as wide as the queries: padding narrow values is free,
         # but padding queries and keys to wide values would multiply the logit work
@@ -510,6 +547,8 @@ def _online_softmax(queries, keys, values, kernel, scale, key_block):
     autograd every step is out of place; otherwise the block's logits are reused in place.
     """
     running_max = running_sum = numerator = None
+    # float16/bfloat16 sums of many keys pass float16's largest number (65504 keys of weight 1): accumulate in float32
+    acc = torch.float32 if values.dtype in (torch.float16, torch.bfloat16) else values.dtype
     for k0 in range(0, keys.shape[1], key_block):
         logits = _logits(queries, keys[:, k0 : k0 + key_block], kernel, scale)  # (b, mc, kc)
         block_max = logits.detach().amax(dim=-1, keepdim=True)  # (b, mc, 1); a constant per row
@@ -518,14 +557,14 @@ def _online_softmax(queries, keys, values, kernel, scale, key_block):
             kernel_values = (logits - new_max).exp()
         else:
             kernel_values = logits.sub_(new_max).exp_()
-        kernel_values = kernel_values.to(values.dtype)  # (b, mc, kc)
-        block_values = values[:, k0 : k0 + key_block]  # (b, kc, e)
+        kernel_values = kernel_values.to(acc)  # (b, mc, kc)
+        block_values = values[:, k0 : k0 + key_block].to(acc)  # (b, kc, e)
         if running_max is None:
             running_sum = kernel_values.sum(dim=-1, keepdim=True)  # (b, mc, 1)
             numerator = kernel_values @ block_values  # (b, mc, e)
         else:
-            correction = torch.exp(running_max - new_max).to(values.dtype)  # (b, mc, 1)
+            correction = torch.exp(running_max - new_max).to(acc)  # (b, mc, 1)
             running_sum = running_sum * correction + kernel_values.sum(dim=-1, keepdim=True)
             numerator = torch.baddbmm(numerator * correction, kernel_values, block_values)
         running_max = new_max
-    return numerator / running_sum
+    return (numerator / running_sum).to(values.dtype)

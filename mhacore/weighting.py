@@ -11,14 +11,13 @@ non-negative least squares).
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 import scipy.linalg
 import scipy.optimize
 import torch
 
-from ._validation import as_float64_numpy, check_int, check_simplex
+from ._validation import as_float64_numpy, check_bool, check_int, check_positive, check_simplex
 
 __all__ = [
     "uniform_weights",
@@ -80,10 +79,7 @@ def geometric_weights(n_heads: int, ratio: float) -> np.ndarray:
     array([4., 2., 1.])
     """
     n_heads = check_int(n_heads, "n_heads")
-    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real):
-        raise TypeError(f"ratio must be a finite number > 0; got {type(ratio).__name__} {ratio!r}")
-    if not (math.isfinite(ratio) and ratio > 0):
-        raise ValueError(f"ratio must be a finite number > 0; got {ratio!r}")
+    ratio = check_positive(ratio, "ratio")
     # log-space powers, normalised by the largest, so no overflow for large H or r
     logs = np.arange(n_heads) * math.log(ratio)  # (H,)
     powers = np.exp(logs - logs.max())
@@ -192,9 +188,17 @@ def _square_matrix(matrix, name: str) -> np.ndarray:
     if not np.isfinite(mat).all():
         raise ValueError(f"{name} must contain only finite values; got {mat.tolist()}")
     rtol = max(1e-10, 64 * float(eps))
-    if not np.allclose(mat, mat.T, rtol=rtol, atol=rtol * 1e-2 * max(1.0, np.abs(mat).max())):
-        raise ValueError(f"{name} must be symmetric; got largest asymmetry {np.abs(mat - mat.T).max():.3g}")
-    return (mat + mat.T) / 2
+    with np.errstate(over="ignore", invalid="ignore"):  # M − Mᵀ of entries near the float range
+        if not np.allclose(mat, mat.T, rtol=rtol, atol=rtol * 1e-2 * max(1.0, np.abs(mat).max())):
+            raise ValueError(f"{name} must be symmetric; got largest asymmetry {np.abs(mat - mat.T).max():.3g}")
+    return mat / 2 + mat.T / 2  # not (M + Mᵀ)/2, which overflows near the float range
+
+
+def _power_of_two_scale(mat: np.ndarray) -> float:
+    """A power of two near ``max|M|`` (1 for a zero matrix): ``M`` divided by it is exact
+    and has entries in ``[-2, 2]``, so neither huge nor subnormal entries lose anything."""
+    largest = float(np.abs(mat).max())
+    return math.ldexp(1.0, math.frexp(largest)[1] - 1) if largest > 0 else 1.0  # 2^1024 would overflow
 
 
 def error_second_moment(covariance, bias=None) -> np.ndarray:
@@ -274,7 +278,8 @@ def ensemble_mse(alpha, second_moment) -> float:
     mat = _square_matrix(second_moment, "second_moment")
     if mat.shape[0] != alpha.size:
         raise ValueError(f"second_moment must have shape ({alpha.size}, {alpha.size}) to match alpha; got {mat.shape}")
-    return float(alpha @ mat @ alpha)
+    scale = _power_of_two_scale(mat)  # |αᵀMα| ≤ max|M| for α in the simplex: finite after scaling back
+    return float(alpha @ (mat / scale) @ alpha) * scale
 
 
 def optimal_weights(second_moment, *, nonnegative: bool = True) -> np.ndarray:
@@ -311,11 +316,14 @@ def optimal_weights(second_moment, *, nonnegative: bool = True) -> np.ndarray:
     >>> optimal_weights([[1.0, 0.0], [0.0, 3.0]])
     array([0.75, 0.25])
     """
+    nonnegative = check_bool(nonnegative, "nonnegative")
     mat = _square_matrix(second_moment, "second_moment")
+    scale = _power_of_two_scale(mat)
+    mat = mat / scale  # the weights do not change with the scale of M; subnormal M works
     try:
         lower = scipy.linalg.cholesky(mat, lower=True)
     except np.linalg.LinAlgError as exc:
-        smallest = float(np.linalg.eigvalsh(mat).min())
+        smallest = float(np.linalg.eigvalsh(mat).min()) * scale
         raise ValueError(f"second_moment must be positive definite; got smallest eigenvalue {smallest:.3g}") from exc
     ones = np.ones(mat.shape[0])
     if not nonnegative:
