@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -91,11 +93,10 @@ def _check_out(parser, out: Path | None) -> None:
         return
     if out.is_dir():
         parser.error(f"--out: {out} is a directory; give a file name, e.g. {out / 'report.json'}")
-    probe = out.with_name(out.name + ".probe")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        probe.touch()
-        probe.unlink()
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):
+            pass  # a fresh name: no file of the user's is touched
     except OSError as exc:
         parser.error(f"--out: cannot write {out} ({exc.strerror or exc})")
 
@@ -116,6 +117,16 @@ def _load_report(path: Path) -> dict | None:
     missing = [k for k in ("scale", "device", "seed") if k not in report]
     if missing:
         raise _Refusal(f"{path} is not a check report (no {', '.join(missing)})")
+    kinds = {"scale": str, "device": str, "seed": int}
+    wrong = [f"{k} {report[k]!r}" for k, kind in kinds.items()
+             if not isinstance(report[k], kind) or isinstance(report[k], bool)]
+    for i, r in enumerate(results):
+        if not isinstance(r["theorem_id"], str):
+            wrong.append(f"results[{i}].theorem_id {r['theorem_id']!r}, not a string")
+        if not isinstance(r.get("passed"), bool):
+            wrong.append(f"results[{i}].passed {r.get('passed', 'missing')!r}, not true/false")
+    if wrong:
+        raise _Refusal(f"{path} is not a check report (wrong entries: {'; '.join(wrong[:3])})")
     return report
 
 
@@ -137,10 +148,15 @@ def _kept_results(path: Path, report: dict) -> list[dict]:
 
 
 def _write(out: Path, report: dict) -> None:
-    """Write the report atomically (a temporary file, then a rename)."""
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    tmp.replace(out)
+    """Write the report atomically (a temporary file of a fresh name beside it, then a rename)."""
+    handle, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(json.dumps(report, indent=2))
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _check_rounds(ids, world):
@@ -309,20 +325,29 @@ def sweep(argv: list[str]) -> int:
     return 0
 
 
+def _doctor(argv: list[str]) -> int:
+    """``python -m mhacore doctor``: no options (an unknown one is a usage error, exit 2)."""
+    argparse.ArgumentParser(prog="python -m mhacore doctor",
+                            description="Print the versions of the stack, the torch device and the "
+                                        "determinism settings.").parse_args(argv)
+    return doctor()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     from .teach import main as teach
 
-    commands = {"doctor": lambda rest: doctor(), "check": check, "teach": teach,
+    commands = {"doctor": _doctor, "check": check, "teach": teach,
                 "sweep": sweep}
+    asked = argv[:1] in (["-h"], ["--help"])  # help asked for: usage on stdout, exit 0
     if not argv or argv[0] not in commands:
         print("usage: python -m mhacore {doctor,check,teach,sweep} [options]\n"
               "  doctor  versions of the stack, device and determinism settings\n"
               "  check   run the book's theorem checks and write a JSON report\n"
               "  teach   generate student or instructor notebooks from the chapters\n"
               "  sweep   heads-width: best head width over budgets and sizes (C5)",
-              file=sys.stderr)
-        return 2
+              file=sys.stdout if asked else sys.stderr)
+        return 0 if asked else 2
     return commands[argv[0]](argv[1:])
 
 

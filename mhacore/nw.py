@@ -11,7 +11,12 @@ from every key puts its weight on the nearest keys. The logits themselves must f
 dtype: inputs whose logits could exceed it (data near the float range, or a temperature or
 bandwidth so small that the kernel scale overflows) are rejected up front with a
 ``ValueError`` that gives the bound, never turned into NaN. A scale that underflows to 0
-(a huge temperature or bandwidth) is the exact limit, uniform weights.
+(a huge temperature or bandwidth) is the exact limit, uniform weights. A softmax scale
+``1/temperature`` beyond the data's dtype (1e40 in float32) on data whose logits still fit
+gives float64 logits, cast back. Sums of kernel-weighted values, which the fused and
+chunked paths form before normalising, are kept in range by dividing values near the
+float range by a power of two (exact, multiplied back), and float16/bfloat16 running sums
+are kept in float32.
 
 Types and devices (the rule of :mod:`mhacore._validation`, for every public function):
 floating inputs keep their dtype and the result has their promoted dtype; integer and
@@ -392,7 +397,8 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound=0.0
         fused_ok = False  # the fused kernels take the scale in the data's dtype
     else:
         fused_ok = True
-    if fused_ok and chunk_size is None and queries.device.type == "cuda" and not needs_grad:
+    if fused_ok and chunk_size is None and queries.device.type == "cuda" and not needs_grad \
+            and _differences_fit(queries, keys, kernel, bound):
         # the Triton kernel has no backward: autograd takes SDPA or the torch paths
         out = _triton_estimate(queries, keys, values, kernel, scale)  # (*batch, m, e) or None
     sdpa = fused_ok and chunk_size is None and out is None
@@ -411,6 +417,23 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound=0.0
     flat = [x.expand(*batch, *x.shape[-2:]).reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]
     out = _chunked(*flat, kernel, scale, chunk_size or KEY_BLOCK)  # (B, m, e)
     return out.reshape(*batch, m, e)
+
+
+def _differences_fit(queries, keys, kernel, bound: float) -> bool:
+    """Whether the Triton kernel's Gaussian inputs and logits fit the data's dtype (always true for softmax).
+
+    It forms the keys' mean, ``q − k`` and the logits in the data's dtype, where the paths
+    below work in float64 (float32 sums pass 3.4e38 for data near the float32 range, and
+    logits bounded by ``bound`` may exceed it): it is used only when ``bound`` and
+    ``n·max|k| + max|q|`` fit with a margin of 16.
+    """
+    if kernel == "softmax":
+        return True
+    if bound > _limit(queries.dtype):
+        return False
+    largest_q = float(torch.linalg.vector_norm(queries.detach(), ord=math.inf))
+    largest_k = float(torch.linalg.vector_norm(keys.detach(), ord=math.inf))
+    return keys.shape[-2] * largest_k + largest_q <= _limit(queries.dtype)
 
 
 def _triton_estimate(queries, keys, values, kernel, scale):
