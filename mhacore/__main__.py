@@ -148,15 +148,10 @@ def _kept_results(path: Path, report: dict) -> list[dict]:
 
 
 def _write(out: Path, report: dict) -> None:
-    """Write the report atomically (a temporary file of a fresh name beside it, then a rename)."""
-    handle, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(json.dumps(report, indent=2))
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write the report atomically (:func:`mhacore._outdir.write_json_atomic`)."""
+    from ._outdir import write_json_atomic
+
+    write_json_atomic(out, report, indent=2)
 
 
 def _check_rounds(ids, world):

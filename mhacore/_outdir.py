@@ -10,16 +10,22 @@ existing archive only when this folder's marker says the command made it, or wit
 
 Usage: ``target = prepare(out, force=..., make_zip=...)`` before writing anything, then
 ``finish(target)`` afterwards; files written in between, by any code, are this run's.
+
+Reports (``check --out``, ``sweep --out``) are written by :func:`write_json_atomic`: a
+temporary file of a fresh name beside the report, then a rename, so an interrupted write
+never leaves a half report and never touches a user's file of a guessed name.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["MARKER", "Target", "prepare", "finish"]
+__all__ = ["MARKER", "Target", "prepare", "finish", "write_json_atomic"]
 
 MARKER = ".mhacore-teach"
 
@@ -89,3 +95,17 @@ def finish(target: Target) -> Path:
         for name in written:
             zf.write(target.folder / name, top / name)
     return target.archive
+
+
+def write_json_atomic(path: Path, data, indent: int = 2) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (fresh temporary name, then a rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(json.dumps(data, indent=indent))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -162,10 +162,9 @@ def unit_key(unit) -> str:
 
 
 def _write_atomic(path: Path, report: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(report, indent=1), encoding="utf-8")
-    tmp.replace(path)
+    from ._outdir import write_json_atomic  # fresh temporary name: no user file is touched
+
+    write_json_atomic(path, report, indent=1)
 
 
 def _settings(size, seed, scale, sigma, overrides):
