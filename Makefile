@@ -4,12 +4,14 @@
 # For a course:
 #   make book-student   the website without solutions, in _build/student/html
 #   make lab            JupyterLab on the chapters (.md files open as notebooks)
+# The Chinese edition (tools/i18n.py): `make translations` after an English change,
+# `make book-zh` after `make book` (it reuses the English build's executed notebooks).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book book-student lab test clean
+.PHONY: book book-student lab test clean translations book-zh translation-stats
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +38,19 @@ lab: $(STAMP)
 	mkdir -p $(LAB_SETTINGS)
 	printf '%s\n' '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' > $(LAB_SETTINGS)/overrides.json
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) book
+
+translations: $(STAMP)
+	$(BIN)/python tools/i18n.py pot
+	$(BIN)/python tools/i18n.py update
+	$(BIN)/python tools/i18n.py stats
+
+translation-stats: $(STAMP)
+	$(BIN)/python tools/i18n.py stats
+
+book-zh: $(STAMP)
+	$(BIN)/python tools/i18n.py html
+	@mkdir -p _build/html && ln -sfn ../zh/html _build/html/zh
+	@echo "Open the Chinese book: $(CURDIR)/_build/html/zh/index.html"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

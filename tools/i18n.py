@@ -1,0 +1,154 @@
+"""The Chinese edition: gettext catalogs and the zh build, through Jupyter Book's Sphinx config.
+
+One source, many languages. The English pages are the source; every translatable message
+(prose, headings, admonitions, theorem and exercise text, captions, alt text, table cells)
+is extracted into ``.pot`` templates, and ``book/locales/zh_CN/LC_MESSAGES/book/*.po`` hold
+the translations. A message whose English changed becomes fuzzy and is shown in English
+until it is translated again, so the Chinese site never shows stale text.
+
+Commands (run from the repository root with the project's Python)::
+
+    python tools/i18n.py pot      # extract messages into _build/gettext/book/*.pot
+    python tools/i18n.py update   # sphinx-intl: bring the .po catalogs in step with them
+    python tools/i18n.py html     # build the Chinese site into _build/zh/html
+    python tools/i18n.py stats    # messages, translated, fuzzy, untranslated per page
+
+``make translations`` runs ``pot`` then ``update``; ``make book-zh`` runs ``html``.
+
+No command executes a notebook that the English build has executed: both read the
+notebook outputs from the English build's jupyter-cache (executing only what is missing
+from it, into the same cache), so every edition shows the same numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LANGUAGE = "zh_CN"
+LOCALE_DIR = ROOT / "book" / "locales"
+CATALOG_DIR = LOCALE_DIR / LANGUAGE / "LC_MESSAGES"
+
+# Sphinx settings shared by the extraction and the translated build.
+I18N_SETTINGS = {
+    "locale_dirs": [str(LOCALE_DIR)],
+    "gettext_compact": False,  # one catalog per page: book/01-nadaraya-watson.po, ...
+    "gettext_location": False,  # no line numbers: an English edit elsewhere changes nothing
+    "gettext_uuid": False,
+}
+
+
+def english_cache(output_root: Path) -> Path:
+    """The jupyter-cache of the English build whose output folder is ``output_root``.
+
+    ``execute.cache`` in ``_config.yml`` when it is set (relative to the repository root),
+    otherwise myst-nb's default beside the English HTML: ``<output_root>/_build/.jupyter_cache``.
+    """
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    path = (config.get("execute") or {}).get("cache") or ""
+    if path:
+        return (ROOT / path).resolve()
+    return (Path(output_root) / "_build" / ".jupyter_cache").resolve()
+
+
+def sphinx_build(builder: str, outdir: Path, overrides: dict, *, strict: bool = False) -> int:
+    """Run Sphinx on the book with Jupyter Book's configuration plus ``overrides``."""
+    from jupyter_book.sphinx import build_sphinx
+
+    overrides = {"external_toc_path": str(ROOT / "_toc.yml"), "latex_individualpages": False,
+                 **overrides}
+    if strict:
+        overrides["nitpicky"] = True
+    result = build_sphinx(
+        ROOT, outdir, noconfig=True, path_config=str(ROOT / "_config.yml"),
+        confoverrides=overrides, builder=builder, warningiserror=strict,
+        keep_going=strict, freshenv=True, doctreedir=Path(outdir).parent / f".doctrees-{builder}")
+    if isinstance(result, Exception):
+        return 1
+    return int(result)
+
+
+def execution_settings(english_output_root: Path) -> dict:
+    """Read outputs from the English build's cache; never execute what it holds."""
+    return {"nb_execution_mode": "cache",
+            "nb_execution_cache_path": str(english_cache(english_output_root))}
+
+
+def extract(pot_dir: Path, english_output_root: Path = ROOT) -> int:
+    """Write the ``.pot`` templates of every page into ``pot_dir``."""
+    # myst-nb renders figures as text for the gettext builder; keep the images, whose alt
+    # texts are messages
+    figures = {"nb_mime_priority_overrides": [("gettext", "image/png", 5),
+                                              ("gettext", "image/svg+xml", 6)]}
+    return sphinx_build("gettext", pot_dir,
+                        {**I18N_SETTINGS, **execution_settings(english_output_root), **figures})
+
+
+def update_catalogs(pot_dir: Path) -> None:
+    """Create or update ``book/locales/zh_CN/LC_MESSAGES/**/*.po`` from the templates."""
+    from sphinx_intl.basic import update
+
+    update(str(LOCALE_DIR), str(pot_dir), (LANGUAGE,), line_width=88, jobs=1)
+
+
+def build_html(outdir: Path, english_output_root: Path = ROOT, *, strict: bool = True) -> int:
+    """Build the Chinese site into ``outdir``, reusing the English build's outputs."""
+    overrides = {
+        **I18N_SETTINGS,
+        **execution_settings(english_output_root),
+        "language": LANGUAGE,
+        "html_search_language": "zh",  # jieba segments the Chinese text for the index
+        "gettext_allow_fuzzy_translations": False,  # a changed message shows in English
+    }
+    return sphinx_build("html", outdir, overrides, strict=strict)
+
+
+def catalog_stats(catalog_dir: Path = CATALOG_DIR) -> dict[str, dict[str, int]]:
+    """Per page: ``messages``, ``translated``, ``fuzzy`` and ``untranslated`` counts."""
+    import polib
+
+    stats = {}
+    for po_path in sorted(catalog_dir.rglob("*.po")):
+        catalog = polib.pofile(str(po_path))
+        live = [e for e in catalog if not e.obsolete]
+        fuzzy = sum(1 for e in live if e.fuzzy)
+        translated = sum(1 for e in live if e.translated())
+        stats[po_path.relative_to(catalog_dir).with_suffix("").as_posix()] = {
+            "messages": len(live), "translated": translated, "fuzzy": fuzzy,
+            "untranslated": len(live) - translated - fuzzy}
+    return stats
+
+
+def print_stats(stats: dict[str, dict[str, int]]) -> None:
+    keys = ("messages", "translated", "fuzzy", "untranslated")
+    width = max(map(len, stats), default=4)
+    print(f"{'page':<{width}}  " + "  ".join(f"{k:>12}" for k in keys))
+    for page, row in stats.items():
+        print(f"{page:<{width}}  " + "  ".join(f"{row[k]:>12}" for k in keys))
+    total = {k: sum(row[k] for row in stats.values()) for k in keys}
+    print(f"{'total':<{width}}  " + "  ".join(f"{total[k]:>12}" for k in keys))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["pot", "update", "html", "stats"])
+    parser.add_argument("--pot-dir", type=Path, default=ROOT / "_build" / "gettext")
+    parser.add_argument("--out", type=Path, default=ROOT / "_build" / "zh" / "html")
+    args = parser.parse_args(argv)
+    if args.command == "pot":
+        return extract(args.pot_dir)
+    if args.command == "update":
+        update_catalogs(args.pot_dir)
+        return 0
+    if args.command == "html":
+        return build_html(args.out)
+    print_stats(catalog_stats())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
