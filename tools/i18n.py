@@ -23,7 +23,9 @@ from it, into the same cache), so every edition shows the same numbers.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,9 +97,22 @@ def update_catalogs(pot_dir: Path) -> None:
     update(str(LOCALE_DIR), str(pot_dir), (LANGUAGE,), line_width=88, jobs=1)
 
 
+def translated_title(catalog_dir: Path = CATALOG_DIR) -> str | None:
+    """The book's title as the root page's catalog translates it (None when it does not)."""
+    import polib
+    import yaml
+
+    title = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["title"]
+    root_page = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))["root"]
+    entry = polib.pofile(str(catalog_dir / f"{root_page}.po")).find(title)
+    return entry.msgstr if entry and entry.translated() else None
+
+
 def build_html(outdir: Path, english_output_root: Path = ROOT, *, strict: bool = True) -> int:
     """Build the Chinese site into ``outdir``, reusing the English build's outputs."""
+    title = translated_title()
     overrides = {
+        **({"html_title": title} if title else {}),
         **I18N_SETTINGS,
         **execution_settings(english_output_root),
         "language": LANGUAGE,
@@ -121,6 +136,47 @@ def catalog_stats(catalog_dir: Path = CATALOG_DIR) -> dict[str, dict[str, int]]:
             "messages": len(live), "translated": translated, "fuzzy": fuzzy,
             "untranslated": len(live) - translated - fuzzy}
     return stats
+
+
+_ROLE = re.compile(r"\{([\w:.-]+)\}`([^`]*)`")
+_CODE = re.compile(r"`[^`]*`")
+_MATH = re.compile(r"\$\$.*?\$\$|\$[^$]+\$", re.S)
+_LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def markup(text: str) -> Counter:
+    """What a translation must keep: roles (name and target), math, code, links, numbers.
+
+    A role's visible text may be translated (``{numref}`图 %s <fig-x>```), its target not.
+
+    >>> sorted(markup("At $n = 200$, see {numref}`Figure %s <fig-a>` and `x`."))
+    [('code', '`x`'), ('math', '$n = 200$'), ('role', 'numref', 'fig-a')]
+    """
+    found = Counter()
+    for name, content in _ROLE.findall(text):
+        target = re.search(r"<([^<>]+)>\s*$", content)
+        found["role", name, target[1] if target else content] += 1
+    rest = _ROLE.sub(" ", text)
+    for math in _MATH.findall(rest):
+        found["math", math] += 1
+    rest = _MATH.sub(" ", rest)
+    for code in _CODE.findall(rest):
+        found["code", code] += 1
+    rest = _CODE.sub(" ", rest)
+    for url in _LINK_TARGET.findall(rest):
+        found["link", url] += 1
+    for number in _NUMBER.findall(_LINK_TARGET.sub(" ", rest)):
+        found["number", number] += 1
+    return found
+
+
+def markup_differences(msgid: str, msgstr: str) -> list[str]:
+    """Markup of ``msgid`` missing from ``msgstr`` and markup ``msgstr`` adds (empty: intact)."""
+    source, translation = markup(msgid), markup(msgstr)
+    missing = [f"missing {item}" for item in (source - translation)]
+    added = [f"added {item}" for item in (translation - source)]
+    return missing + added
 
 
 def print_stats(stats: dict[str, dict[str, int]]) -> None:
