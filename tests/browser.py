@@ -19,14 +19,16 @@ import functools
 import http.server
 import itertools
 import json
+import os
 import re
 import shutil
 import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -159,7 +161,8 @@ def _record(visit: PageVisit, event: dict):
         visit.errors.append(f"failed load: {params.get('errorText')}")
 
 
-async def _crawl(ws_url: str, urls: list[str], settle: float) -> list[PageVisit]:
+async def _attach(ws_url: str):
+    """Open a blank tab over the DevTools websocket; return ``(tools, session)``."""
     from tornado.websocket import websocket_connect
 
     connection = await websocket_connect(ws_url, max_message_size=64 * 2**20)
@@ -169,29 +172,45 @@ async def _crawl(ws_url: str, urls: list[str], settle: float) -> list[PageVisit]
                                 flatten=True))["sessionId"]
     for domain in ("Page", "Runtime", "Network", "Log"):
         await tools.call(f"{domain}.enable", session=session)
+    return tools, session
+
+
+async def _navigate(tools: _DevTools, session: str, url: str) -> None:
+    """Load ``url`` in the tab and wait for its load event."""
+    await tools.call("Page.navigate", session=session, url=url)
+    loaded = False
+    while not loaded:  # wait for the load event of this navigation
+        await tools.drain(0.2)
+        loaded = any(e.get("method") == "Page.loadEventFired" for e in tools.events)
+
+
+async def _evaluate(tools: _DevTools, session: str, expression: str):
+    """The JSON value that the (async) JavaScript ``expression`` returns as a string."""
+    reply = await tools.call("Runtime.evaluate", session=session, expression=expression,
+                             awaitPromise=True, returnByValue=True)
+    return json.loads(reply["result"]["value"])
+
+
+async def _crawl(ws_url: str, urls: list[str], settle: float) -> list[PageVisit]:
+    tools, session = await _attach(ws_url)
     visits = []
     for url in urls:
         tools.events.clear()
         visit = PageVisit(url)
-        await tools.call("Page.navigate", session=session, url=url)
-        loaded = False
-        while not loaded:  # wait for the load event of this navigation
-            await tools.drain(0.2)
-            loaded = any(e.get("method") == "Page.loadEventFired" for e in tools.events)
-        facts = await tools.call("Runtime.evaluate", session=session, expression=PAGE_FACTS_JS,
-                                 awaitPromise=True, returnByValue=True)
-        visit.facts = json.loads(facts["result"]["value"])
+        await _navigate(tools, session, url)
+        visit.facts = await _evaluate(tools, session, PAGE_FACTS_JS)
         await tools.drain(settle)
         for event in tools.events:
             if event.get("sessionId") == session:
                 _record(visit, event)
         visits.append(visit)
-    connection.close()
+    tools.connection.close()
     return visits
 
 
-def crawl(urls: list[str], *, settle: float = 0.3, timeout: float = 600.0) -> list[PageVisit]:
-    """Visit ``urls`` in one headless Chromium; return what each page did."""
+@contextlib.contextmanager
+def _chromium():
+    """Start headless Chromium with a fresh profile; yield its DevTools websocket URL."""
     exe = chromium_path()
     if exe is None:
         raise RuntimeError("Chromium is not installed (Debian package: chromium)")
@@ -210,10 +229,69 @@ def crawl(urls: list[str], *, settle: float = 0.3, timeout: float = 600.0) -> li
             if ws_url is None:
                 raise RuntimeError("Chromium did not start its DevTools endpoint")
             threading.Thread(target=proc.stderr.read, daemon=True).start()
-            return asyncio.run(asyncio.wait_for(_crawl(ws_url, urls, settle), timeout))
+            yield ws_url
         finally:
             proc.kill()
             proc.wait()
+
+
+def crawl(urls: list[str], *, settle: float = 0.3, timeout: float = 600.0) -> list[PageVisit]:
+    """Visit ``urls`` in one headless Chromium; return what each page did."""
+    with _chromium() as ws_url:
+        return asyncio.run(asyncio.wait_for(_crawl(ws_url, urls, settle), timeout))
+
+
+async def _fonts(ws_url: str, url: str, selector: str) -> list[dict]:
+    tools, session = await _attach(ws_url)
+    await _navigate(tools, session, url)
+    for domain in ("DOM", "CSS"):
+        await tools.call(f"{domain}.enable", session=session)
+    root = await tools.call("DOM.getDocument", session=session)
+    node = await tools.call("DOM.querySelector", session=session,
+                            nodeId=root["root"]["nodeId"], selector=selector)
+    if not node.get("nodeId"):
+        raise RuntimeError(f"no element matches {selector!r} on {url}")
+    fonts = await tools.call("CSS.getPlatformFontsForNode", session=session,
+                             nodeId=node["nodeId"])
+    tools.connection.close()
+    return fonts["fonts"]
+
+
+def platform_fonts(url: str, selector: str, *, timeout: float = 120.0) -> list[dict]:
+    """The fonts Chromium drew the text of the first ``selector`` element with.
+
+    Each entry has ``familyName`` and ``glyphCount`` (DevTools ``CSS.getPlatformFontsForNode``):
+    what was really rendered, fallback fonts included, not what the CSS asked for.
+    """
+    with _chromium() as ws_url:
+        return asyncio.run(asyncio.wait_for(_fonts(ws_url, url, selector), timeout))
+
+
+SEARCH_RESULTS_JS = """
+(async () => {
+  for (let i = 0; i < 400; i++) {  // Sphinx's search runs after load; wait for its summary
+    const summary = document.querySelector("#search-results .search-summary");
+    if (summary && summary.textContent.trim()) { break; }
+    await new Promise(resolve => setTimeout(resolve, 50));
+  }
+  const links = document.querySelectorAll("#search-results ul.search li a");
+  return JSON.stringify(Array.from(links, a => a.getAttribute("href")));
+})()
+"""
+
+
+async def _search(ws_url: str, url: str) -> list[str]:
+    tools, session = await _attach(ws_url)
+    await _navigate(tools, session, url)
+    hits = await _evaluate(tools, session, SEARCH_RESULTS_JS)
+    tools.connection.close()
+    return hits
+
+
+def search_results(search_url: str, *, timeout: float = 120.0) -> list[str]:
+    """The result links that the site's own search page lists for ``search.html?q=...``."""
+    with _chromium() as ws_url:
+        return asyncio.run(asyncio.wait_for(_search(ws_url, search_url), timeout))
 
 
 def print_to_pdf(url: str, pdf: Path, timeout: float = 120.0) -> Path:
@@ -227,3 +305,69 @@ def print_to_pdf(url: str, pdf: Path, timeout: float = 120.0) -> Path:
                         f"--print-to-pdf={pdf}", url],
                        capture_output=True, text=True, timeout=timeout)
     return pdf
+
+
+# --- links over the built HTML (no browser needed) ----------------------------------------
+
+def site_pages(html: Path) -> list[str]:
+    """Every page of the site, as paths relative to its root."""
+    skip = {"_static", "_sources", "_images", "_sphinx_design_static"}
+    return sorted(str(p.relative_to(html)) for p in html.rglob("*.html")
+                  if not skip & set(p.relative_to(html).parts))
+
+
+class _LinksAndIds(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links, self.ids = [], set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("name"):
+            self.ids.add(attrs["name"])
+        for key in ("href", "src"):
+            if attrs.get(key) and (tag != "link" or key == "href"):
+                self.links.append((attrs[key], "hreflang" in attrs))
+
+
+def _parse(path: str) -> _LinksAndIds:
+    parser = _LinksAndIds()
+    parser.feed(Path(path).read_text(encoding="utf-8", errors="replace"))
+    return parser
+
+
+def broken_links(site: Path, pages: list[str], *, other_edition: bool = False) -> list[str]:
+    """Internal links and anchors on ``pages`` (relative to ``site``) that lead nowhere.
+
+    Paths are joined as a browser joins them, without resolving symbolic links, so a site
+    assembled from links (an edition in a sub-folder) is checked as it will be served.
+    Links to the other language edition (``hreflang``) are followed only when
+    ``other_edition`` is true, that is when the site holds both editions.
+    """
+    parsed: dict[str, _LinksAndIds] = {}
+
+    def page(path: str) -> _LinksAndIds:
+        if path not in parsed:
+            parsed[path] = _parse(path)
+        return parsed[path]
+
+    broken = []
+    for name in pages:
+        path = os.path.join(str(site), name)
+        for link, to_other_edition in page(path).links:
+            parts = urlsplit(link)
+            if (parts.scheme or link.startswith(("//", "mailto:", "javascript:"))
+                    or (to_other_edition and not other_edition)):
+                continue
+            target = (os.path.normpath(os.path.join(os.path.dirname(path), unquote(parts.path)))
+                      if parts.path else path)
+            if os.path.isdir(target):
+                target = os.path.join(target, "index.html")
+            if not os.path.exists(target):
+                broken.append(f"{name}: {link}")
+            elif parts.fragment and target.endswith(".html"):
+                if unquote(parts.fragment) not in page(target).ids:
+                    broken.append(f"{name}: {link} (anchor)")
+    return broken

@@ -2,13 +2,10 @@
 errors, nothing leaves loopback, and a page prints to PDF. Internal links and anchors are
 checked over the built HTML (no browser needed for that part)."""
 
-from html.parser import HTMLParser
-from pathlib import Path
-from urllib.parse import unquote, urlsplit
-
 import pytest
 
-from browser import chromium_path, crawl, non_loopback, print_to_pdf, serve
+from browser import (broken_links, chromium_path, crawl, non_loopback, print_to_pdf, serve,
+                     site_pages)
 
 needs_chromium = pytest.mark.skipif(
     chromium_path() is None, reason="Chromium is not installed (Debian package: chromium)")
@@ -20,13 +17,6 @@ def html_dir(strict_build):
     if proc.returncode != 0:
         pytest.fail("the strict build failed; see test_strict_build_has_no_warnings")
     return html
-
-
-def site_pages(html: Path) -> list[str]:
-    """Every page of the site, as paths relative to its root."""
-    skip = {"_static", "_sources", "_images", "_sphinx_design_static"}
-    return sorted(str(p.relative_to(html)) for p in html.rglob("*.html")
-                  if not skip & set(p.relative_to(html).parts))
 
 
 @pytest.fixture(scope="module")
@@ -90,43 +80,18 @@ def test_non_loopback_filter():
     assert non_loopback(urls) == ["https://cdn.example.org/mathjax.js"]
 
 
-class _LinksAndIds(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.links, self.ids = [], set()
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if attrs.get("id"):
-            self.ids.add(attrs["id"])
-        if tag == "a" and attrs.get("name"):
-            self.ids.add(attrs["name"])
-        for key in ("href", "src"):
-            if attrs.get(key) and (tag != "link" or key == "href"):
-                self.links.append(attrs[key])
-
-
 def test_internal_links_and_anchors_resolve(html_dir):
-    parsed = {}
-    for page in site_pages(html_dir):
-        path = html_dir / page
-        parser = _LinksAndIds()
-        parser.feed(path.read_text(encoding="utf-8", errors="replace"))
-        parsed[path.resolve()] = parser
-    broken = []
-    for page, parser in parsed.items():
-        for link in parser.links:
-            parts = urlsplit(link)
-            if parts.scheme or link.startswith(("//", "mailto:", "javascript:")):
-                continue
-            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
-            if target.is_dir():
-                target = target / "index.html"
-            if not target.exists():
-                broken.append(f"{page.relative_to(html_dir.resolve())}: {link}")
-            elif parts.fragment and target.suffix == ".html":
-                ids = parsed[target].ids if target in parsed else set()
-                if unquote(parts.fragment) not in ids:
-                    broken.append(f"{page.relative_to(html_dir.resolve())}: {link} (anchor)")
-    assert len(parsed) >= 5
-    assert not broken
+    pages = site_pages(html_dir)
+    assert len(pages) >= 5
+    assert not broken_links(html_dir, pages)
+
+
+def test_language_switch_links_to_the_same_page_of_the_other_edition(html_dir):
+    """Each English page links to its counterpart under ``zh/`` (followed in test_zh.py)."""
+    from bs4 import BeautifulSoup
+
+    page = "book/01-nadaraya-watson.html"
+    soup = BeautifulSoup((html_dir / page).read_text(encoding="utf-8"), "html.parser")
+    switch = soup.select_one(".language-switch a[hreflang]")
+    assert switch is not None and switch["hreflang"] == "zh-CN"
+    assert switch["href"] == "../zh/book/01-nadaraya-watson.html"

@@ -194,14 +194,16 @@ def main(argv=None) -> int:
     parser.add_argument("command", choices=["pot", "update", "html", "stats"])
     parser.add_argument("--pot-dir", type=Path, default=ROOT / "_build" / "gettext")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "zh" / "html")
+    parser.add_argument("--english-root", type=Path, default=ROOT,
+                        help="the --path-output of the English build whose outputs to reuse")
     args = parser.parse_args(argv)
     if args.command == "pot":
-        return extract(args.pot_dir)
+        return extract(args.pot_dir, args.english_root)
     if args.command == "update":
         update_catalogs(args.pot_dir)
         return 0
     if args.command == "html":
-        return build_html(args.out)
+        return build_html(args.out, args.english_root)
     print_stats(catalog_stats())
     return 0
 

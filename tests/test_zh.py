@@ -1,0 +1,311 @@
+"""The Chinese edition: its catalogs, its build, and the site a reader sees.
+
+The catalogs (``book/locales/zh_CN``) must compile, keep every role, formula, code span and
+number of the English, and be in step with the English pages. The zh site is built from the
+English build's executed notebooks into a folder ``zh/`` beside the English site (as the two
+are published), and must pass the English site's strict-build and browser checks, show
+Chinese, draw it with a CJK font, find Chinese words in its search, and show the same glued
+numbers, formulas and outputs as the English pages.
+"""
+
+import collections
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from browser import (broken_links, chromium_path, crawl, non_loopback, platform_fonts,
+                     search_results, serve, site_pages)
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from language_switch import counterpart_href  # noqa: E402
+from translations import glue_from_page, has_prose  # noqa: E402
+
+from tools.i18n import CATALOG_DIR, catalog_stats, markup, markup_differences  # noqa: E402
+
+# Pages whose English is still changing; they are translated once it settles. Each is an
+# expected failure of the completeness test, strict: a page that becomes complete fails the
+# run until it is removed from here, so every translated page is really tested.
+NOT_YET_TRANSLATED = {
+    "book/04-head-diversity", "book/05-decorrelation", "book/06-heads-and-width",
+    "book/07-structured-weights", "book/08-three-ensembles", "book/course", "book/ledger",
+}
+CATALOGS = sorted(CATALOG_DIR.rglob("*.po"))
+PAGES = sorted(catalog_stats())
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+needs_chromium = pytest.mark.skipif(
+    chromium_path() is None, reason="Chromium is not installed (Debian package: chromium)")
+
+
+def page_id(path: Path) -> str:
+    return path.relative_to(CATALOG_DIR).with_suffix("").as_posix()
+
+
+# --- catalogs ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("po", CATALOGS, ids=page_id)
+def test_every_catalog_compiles(po):
+    import gettext
+    import io
+
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+
+    catalog = read_po(po.open("rb"), abort_invalid=True)
+    assert not [(m.id, errors) for m, errors in catalog.check()]
+    buffer = io.BytesIO()
+    write_mo(buffer, catalog, use_fuzzy=False)
+    buffer.seek(0)
+    translations = gettext.GNUTranslations(buffer)
+    translated = [m for m in catalog if m.id and m.string and not m.fuzzy]
+    assert all(translations.gettext(m.id) == m.string for m in translated)
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=page_id)
+def test_translations_keep_roles_math_code_and_numbers(po):
+    import polib
+
+    entries = [e for e in polib.pofile(str(po)) if e.translated() and not e.obsolete]
+    damaged = {e.msgid[:80]: markup_differences(e.msgid, e.msgstr) for e in entries}
+    assert not {k: v for k, v in damaged.items() if v}
+
+
+def test_markup_check_catches_a_typed_or_dropped_item():
+    english = "At $n = 200$ see {numref}`fig-a`, `x` and 21 queries."
+    assert markup_differences(english, "在 $n = 200$ 处见 {numref}`fig-a`、`x` 与 21 个查询。") == []
+    assert markup_differences(english, "在 $n=200$ 处见 {numref}`fig-b`、`x` 与 20 个查询。")
+    assert markup("{numref}`图 %s <fig-a>`") == markup("{numref}`Figure %s <fig-a>`")
+
+
+@pytest.mark.parametrize("page", [
+    pytest.param(page, marks=pytest.mark.xfail(
+        strict=True, reason="translated after the English of chapters 4-8, the course and "
+                            "the ledger settles"))
+    if page in NOT_YET_TRANSLATED else page
+    for page in PAGES])
+def test_page_is_fully_translated(page):
+    row = catalog_stats()[page]
+    assert row["messages"] > 0
+    assert (row["fuzzy"], row["untranslated"]) == (0, 0), row
+
+
+def test_catalogs_are_in_step_with_the_english_pages(english_html, tmp_path):
+    """Every message of the English pages is in its catalog, and nothing else is: after an
+    English change, ``make translations`` has been run (a changed message is then fuzzy)."""
+    import polib
+
+    pot_dir = tmp_path / "gettext"
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "i18n.py"), "pot",
+                           "--pot-dir", str(pot_dir), "--english-root",
+                           str(english_html.parent.parent)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    templates = {page_id_from(p, pot_dir): {e.msgid for e in polib.pofile(str(p))}
+                 for p in pot_dir.rglob("*.pot")}
+    catalogs = {page_id(p): {e.msgid for e in polib.pofile(str(p)) if not e.obsolete}
+                for p in CATALOGS}
+    assert set(templates) == set(catalogs)
+    out_of_step = {page: {"new": len(templates[page] - catalogs[page]),
+                          "gone": len(catalogs[page] - templates[page])}
+                   for page in templates if templates[page] != catalogs[page]}
+    assert not out_of_step, "run `make translations`"
+
+
+def page_id_from(pot: Path, pot_dir: Path) -> str:
+    return pot.relative_to(pot_dir).with_suffix("").as_posix()
+
+
+# --- small pieces --------------------------------------------------------------------------
+
+def test_language_switch_targets():
+    assert counterpart_href("index", "en") == ("zh/index.html", "中文", "zh-CN")
+    assert counterpart_href("book/notation", "zh_CN") == ("../../book/notation.html",
+                                                         "English", "en")
+
+
+def test_glue_roles_in_a_translation_point_at_their_own_page():
+    text = "比值为 {glue:text}`r:.2f`，差为 {glue:text}`d`，图 {glue}`other.md::f`。"
+    assert glue_from_page(text, "/x/book/06-heads-and-width.md:12:<translated>") == (
+        "比值为 {glue:text}`06-heads-and-width.md::r:.2f`，差为 "
+        "{glue:text}`06-heads-and-width.md::d:s`，图 {glue}`other.md::f`。")
+
+
+def test_prose_free_text_is_not_a_message():
+    assert not has_prose("$W_Q^h, W_K^h \\in \\mathbb{R}^{p\\times d_k}$")
+    assert not has_prose("`n_heads`, `d_head`")
+    assert has_prose("number of heads $H$")
+
+
+# --- the zh build --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def english_html(strict_build):
+    proc, html = strict_build
+    if proc.returncode != 0:
+        pytest.fail("the strict build failed; see test_strict_build_has_no_warnings")
+    return html
+
+
+@pytest.fixture(scope="module")
+def editions(english_html, tmp_path_factory):
+    """Both editions as published: the English site, and the Chinese one in its ``zh/``.
+
+    Returns ``(process, site)``. The English pages are linked in, not copied; the zh build
+    reads the strict English build's executed notebooks.
+    """
+    site = tmp_path_factory.mktemp("editions")
+    for entry in english_html.iterdir():
+        (site / entry.name).symlink_to(entry)
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "i18n.py"), "html",
+                           "--out", str(site / "zh"), "--english-root",
+                           str(english_html.parent.parent)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    return proc, site
+
+
+@pytest.fixture(scope="module")
+def zh_html(editions):
+    proc, site = editions
+    if proc.returncode != 0:
+        pytest.fail("the zh build failed; see test_zh_build_is_strict")
+    return site / "zh"
+
+
+def test_zh_build_is_strict(editions, english_html):
+    proc, site = editions
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    assert "WARNING:" not in log, [line for line in log.splitlines() if "WARNING:" in line]
+    assert site_pages(site / "zh") == site_pages(english_html)
+    assert (site / "zh" / "_static" / "mathjax" / "tex-chtml.js").is_file()
+
+
+def test_zh_build_executes_nothing(editions):
+    import yaml
+
+    proc, _ = editions
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    if config["execute"]["execute_notebooks"] != "cache":
+        pytest.xfail("the English build does not fill a jupyter-cache yet "
+                     "(execute_notebooks is not 'cache'), so the zh build executes")
+    assert "Executing notebook" not in proc.stdout + proc.stderr
+
+
+def article_text(path: Path) -> str:
+    """The prose of a page: its article without math, code, outputs and the switch."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    article = soup.select_one("article") or soup.select_one("main")
+    for node in article.select(".math, code, pre, .cell_output, script, style, "
+                               ".language-switch, .headerlink"):
+        node.decompose()
+    return article.get_text(" ")
+
+
+def test_zh_index_is_mostly_chinese(zh_html):
+    text = article_text(zh_html / "book" / "index.html")
+    cjk = len(CJK.findall(text))
+    latin = len(re.findall(r"[A-Za-z]", text))
+    assert cjk > 500
+    assert cjk > 0.6 * (cjk + latin), (cjk, latin)
+
+
+def pasted_and_computed(path: Path) -> dict[str, collections.Counter]:
+    """Glued numbers, formulas and cell outputs of a page, as multisets of their text."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+
+    def texts(selector):
+        return collections.Counter(" ".join(n.get_text().split()) for n in soup.select(selector))
+
+    return {"glued text": texts(".pasted-text, .pasted-inline"),
+            "math": texts(".math"), "outputs": texts(".cell_output")}
+
+
+def test_glued_numbers_formulas_and_outputs_equal_the_english(zh_html, english_html):
+    chapters = sorted(p.relative_to(english_html) for p in english_html.glob("book/0*.html"))
+    assert len(chapters) >= 8
+    glued = 0
+    for chapter in chapters:
+        english = pasted_and_computed(english_html / chapter)
+        chinese = pasted_and_computed(zh_html / chapter)
+        assert chinese == english, chapter
+        glued += sum(english["glued text"].values())
+    assert glued >= 10  # chapters 6 and 8 glue numbers into their text
+
+
+def test_every_page_links_to_its_counterpart(editions, english_html):
+    from bs4 import BeautifulSoup
+
+    _, site = editions
+    pages = [p for p in site_pages(english_html) if p.startswith("book/")]  # the toc's pages
+    assert len(pages) >= 16
+    for page in pages:
+        for edition, other in ((site, site / "zh"), (site / "zh", site)):
+            soup = BeautifulSoup((edition / page).read_text(encoding="utf-8"), "html.parser")
+            switch = soup.select_one(".language-switch a[hreflang]")
+            assert switch is not None, (edition, page)
+            target = os.path.normpath(edition / Path(page).parent / switch["href"])
+            assert target == os.path.normpath(other / page), (edition, page)
+
+
+def test_internal_links_and_anchors_resolve_across_editions(editions, english_html):
+    _, site = editions
+    pages = site_pages(english_html)
+    assert not broken_links(site, pages + [f"zh/{page}" for page in pages],
+                            other_edition=True)
+
+
+@pytest.fixture(scope="module")
+def zh_visits(editions, zh_html):
+    if chromium_path() is None:
+        pytest.skip("Chromium is not installed (Debian package: chromium)")
+    _, site = editions
+    pages = site_pages(zh_html)
+    with serve(site) as base:
+        result = crawl([f"{base}/zh/{page}" for page in pages])
+    return {page: visit for page, visit in zip(pages, result)}
+
+
+@needs_chromium
+def test_zh_pages_load_without_console_errors_or_outside_requests(zh_visits):
+    assert len(zh_visits) >= 5
+    assert not {page: v.errors for page, v in zh_visits.items() if v.errors}
+    assert all(v.requests for v in zh_visits.values()), "the crawl recorded no request"
+    assert not {p: non_loopback(v.requests) for p, v in zh_visits.items()
+                if non_loopback(v.requests)}
+
+
+@needs_chromium
+def test_zh_math_is_typeset(zh_visits):
+    with_math = {p: v.facts for p, v in zh_visits.items() if v.facts["math_nodes"]}
+    assert not {p: f for p, f in with_math.items()
+                if f["mjx"] == 0 or f["raw_tex"] or f["mathjax_errors"]}
+    assert zh_visits["book/notation.html"].facts["mjx"] >= 20
+
+
+@needs_chromium
+def test_chinese_is_drawn_with_a_cjk_font(editions):
+    """What Chromium really drew the Chinese title with: a CJK font, not boxes."""
+    _, site = editions
+    with serve(site) as base:
+        fonts = platform_fonts(f"{base}/zh/book/01-nadaraya-watson.html", "main h1")
+    title = (site / "zh" / "book" / "01-nadaraya-watson.html").read_text(encoding="utf-8")
+    heading = re.search(r"<h1>(.*?)<a", title, re.S)[1]
+    cjk_glyphs = sum(f["glyphCount"] for f in fonts if "CJK" in f["familyName"])
+    assert cjk_glyphs >= len(CJK.findall(heading)) > 0, fonts
+
+
+@needs_chromium
+def test_search_finds_a_chinese_word(editions):
+    _, site = editions
+    with serve(site) as base:
+        hits = search_results(f"{base}/zh/search.html?q=带宽")
+    assert any("01-nadaraya-watson" in hit for hit in hits), hits
