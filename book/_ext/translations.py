@@ -54,7 +54,9 @@ class MarkUntranslatable(SphinxTransform):
 
     def apply(self, **kwargs):
         for node in self.document.findall(nodes.TextElement):
-            if "translatable" in node:
+            # Inline nodes are never messages of their own; and Sphinx unwraps any inline
+            # that carries a "translatable" key (moving its text to the end of the paragraph)
+            if "translatable" in node or isinstance(node, nodes.Inline):
                 continue
             if (isinstance(node, nodes.math_block) or _in_cell_output(node)
                     or not has_prose(node.rawsource or node.astext())):
