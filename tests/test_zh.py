@@ -309,3 +309,12 @@ def test_search_finds_a_chinese_word(editions):
     with serve(site) as base:
         hits = search_results(f"{base}/zh/search.html?q=带宽")
     assert any("01-nadaraya-watson" in hit for hit in hits), hits
+
+
+@needs_chromium
+def test_search_keeps_glossary_terms_whole(editions):
+    """A glossary term is one search word (jieba is given the glossary's words)."""
+    _, site = editions
+    with serve(site) as base:
+        hits = search_results(f"{base}/zh/search.html?q=多头注意力")
+    assert any("book/index" in hit for hit in hits), hits

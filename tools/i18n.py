@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LANGUAGE = "zh_CN"
 LOCALE_DIR = ROOT / "book" / "locales"
 CATALOG_DIR = LOCALE_DIR / LANGUAGE / "LC_MESSAGES"
+GLOSSARY = LOCALE_DIR / LANGUAGE / "glossary.md"
+_CJK_WORD = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff]{2,}$")
 
 # Sphinx settings shared by the extraction and the translated build.
 I18N_SETTINGS = {
@@ -108,11 +110,31 @@ def translated_title(catalog_dir: Path = CATALOG_DIR) -> str | None:
     return entry.msgstr if entry and entry.translated() else None
 
 
+def glossary_words(glossary: Path = GLOSSARY) -> list[str]:
+    """The Chinese words of the glossary table, for the search's word segmentation (jieba).
+
+    >>> "头多样性指数" in glossary_words() and "协方差分解" in glossary_words()
+    True
+    """
+    words = set()
+    for line in glossary.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0] != "English":
+            words.update(piece for piece in re.split(r"[\s/，,（）()、–-]+", cells[1])
+                         if _CJK_WORD.match(piece))
+    return sorted(words)
+
+
 def build_html(outdir: Path, english_output_root: Path = ROOT, *, strict: bool = True) -> int:
     """Build the Chinese site into ``outdir``, reusing the English build's outputs."""
+    outdir = Path(outdir)
+    outdir.parent.mkdir(parents=True, exist_ok=True)
+    search_words = outdir.parent / "search-words.zh.txt"  # jieba keeps these words whole
+    search_words.write_text("\n".join(glossary_words()) + "\n", encoding="utf-8")
     title = translated_title()
     overrides = {
         **({"html_title": title} if title else {}),
+        "html_search_options": {"dict": str(search_words)},
         **I18N_SETTINGS,
         **execution_settings(english_output_root),
         "language": LANGUAGE,
