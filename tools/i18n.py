@@ -135,6 +135,8 @@ def build_html(outdir: Path, english_output_root: Path = ROOT, *, strict: bool =
     overrides = {
         **({"html_title": title} if title else {}),
         "html_search_options": {"dict": str(search_words)},
+        # myst-nb's toggle of hidden cells (the book hides inputs only, never outputs)
+        "nb_code_prompt_show": "显示代码", "nb_code_prompt_hide": "隐藏代码",
         **I18N_SETTINGS,
         **execution_settings(english_output_root),
         "language": LANGUAGE,

@@ -9,6 +9,10 @@ only of inline math, inline code and punctuation has nothing to translate either
 these are marked ``translatable = False`` before Sphinx extracts or translates messages, so
 they never enter a catalog and always show the computed or written original.
 
+**Toctree captions.** sphinx-external-toc inserts the table of contents (with the part
+captions of ``_toc.yml``) after Sphinx has translated the page, so the captions, which the
+root page's catalog holds, are translated here once they are in place.
+
 **Glued numbers in a translation.** Sphinx parses each translated message as a small
 document of its own, which has no access to the notebook's glue data, so a
 ``{glue:text}`key``` in a translation would find nothing. Before such a message is parsed,
@@ -22,7 +26,10 @@ from pathlib import Path
 
 import sphinx.transforms.i18n
 from docutils import nodes
+from sphinx import addnodes
+from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
+from sphinx.util.i18n import docname_to_domain
 
 # inline math ($...$), inline code (`...`) and MyST roles ({role}`...`) carry no prose
 _NOT_PROSE = re.compile(r"\{[\w:.-]+\}`[^`]*`|`[^`]*`|\$[^$]*\$")
@@ -63,6 +70,25 @@ class MarkUntranslatable(SphinxTransform):
                 node["translatable"] = False
 
 
+class TranslateTocCaptions(SphinxTransform):
+    """Translate the part captions that sphinx-external-toc inserted (priority 100)."""
+
+    default_priority = 101
+
+    def apply(self, **kwargs):
+        if not self.config.language or self.config.language == "en":
+            return
+        toctrees = [t for t in self.document.findall(addnodes.toctree) if t.get("caption")]
+        if not toctrees:
+            return
+        dirs = [str(Path(self.env.srcdir, d)) for d in self.config.locale_dirs]
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        if has_catalog:
+            for toctree in toctrees:
+                toctree["caption"] = catalog.gettext(toctree["caption"])
+
+
 _GLUE_ROLE = re.compile(r"(\{glue(?::\w*)?\}`)([^`]+)(`)")
 
 
@@ -99,5 +125,6 @@ def _publish_msgstr_with_glue(app, source, source_path, *args, **kwargs):
 
 def setup(app):
     app.add_transform(MarkUntranslatable)
+    app.add_transform(TranslateTocCaptions)
     sphinx.transforms.i18n.publish_msgstr = _publish_msgstr_with_glue
     return {"parallel_read_safe": True, "parallel_write_safe": True}
