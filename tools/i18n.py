@@ -44,14 +44,22 @@ I18N_SETTINGS = {
 }
 
 
-def english_cache(output_root: Path) -> Path:
-    """The jupyter-cache of the English build whose output folder is ``output_root``.
+CACHE_ENV = "MHACORE_BOOK_CACHE"  # where every edition reads the executed chapters
 
-    ``execute.cache`` in ``_config.yml`` when it is set (relative to the repository root),
-    otherwise myst-nb's default beside the English HTML: ``<output_root>/_build/.jupyter_cache``.
+
+def english_cache(output_root: Path = ROOT) -> Path:
+    """The jupyter-cache holding the English build's executed chapters.
+
+    ``$MHACORE_BOOK_CACHE`` when it is set, else ``execute.cache`` of ``_config.yml``
+    (relative to the repository), else myst-nb's default beside the English HTML:
+    ``<output_root>/_build/.jupyter_cache``.
     """
+    import os
+
     import yaml
 
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).resolve()
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     path = (config.get("execute") or {}).get("cache") or ""
     if path:
@@ -220,7 +228,13 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "zh" / "html")
     parser.add_argument("--english-root", type=Path, default=ROOT,
                         help="the --path-output of the English build whose outputs to reuse")
+    parser.add_argument("--cache", type=Path,
+                        help=f"the English build's jupyter-cache (sets ${CACHE_ENV})")
     args = parser.parse_args(argv)
+    if args.cache:
+        import os
+
+        os.environ[CACHE_ENV] = str(args.cache.resolve())
     if args.command == "pot":
         return extract(args.pot_dir, args.english_root)
     if args.command == "update":
