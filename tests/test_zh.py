@@ -322,3 +322,43 @@ def test_search_keeps_glossary_terms_whole(editions):
     with serve(site) as base:
         hits = search_results(f"{base}/zh/search.html?q=多头注意力")
     assert any("book/index" in hit for hit in hits), hits
+
+
+def test_a_changed_english_message_becomes_fuzzy_and_shows_in_english(tmp_path):
+    """``make translations`` after an English edit: the old translation is kept but marked
+    fuzzy (with the old English beside it), and the compiled catalog leaves it out, so the
+    zh site shows the new English instead of a stale translation."""
+    import gettext
+    import io
+
+    from babel.messages.mofile import write_mo
+    from sphinx_intl.catalog import load_po
+
+    from tools.i18n import fuzzy_messages, update_catalogs
+
+    def po_text(entries):
+        header = 'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+        return header + "".join(f'msgid "{k}"\nmsgstr "{v}"\n\n' for k, v in entries)
+
+    templates, catalogs = tmp_path / "gettext", tmp_path / "locales"
+    (templates / "book").mkdir(parents=True)
+    (catalogs / "book").mkdir(parents=True)
+    (catalogs / "book" / "p.po").write_text(po_text(
+        [("The bandwidth sets the scale of the weights.", "带宽决定权重的尺度。"),
+         ("Kernel smoothing", "核平滑")]), encoding="utf-8")
+    (templates / "book" / "p.pot").write_text(po_text(
+        [("The bandwidth sets the scale of all the weights.", ""), ("Kernel smoothing", ""),
+         ("A new paragraph.", "")]), encoding="utf-8")
+    assert update_catalogs(templates, catalogs) == ["book/p"]
+    assert update_catalogs(templates, catalogs) == []  # nothing changed: nothing written
+    (changed,) = fuzzy_messages(catalogs)
+    assert changed == {"page": "book/p", "was": "The bandwidth sets the scale of the weights.",
+                       "now": "The bandwidth sets the scale of all the weights.",
+                       "zh": "带宽决定权重的尺度。"}
+    buffer = io.BytesIO()
+    write_mo(buffer, load_po(str(catalogs / "book" / "p.po")), use_fuzzy=False)
+    buffer.seek(0)
+    zh = gettext.GNUTranslations(buffer)
+    assert zh.gettext("Kernel smoothing") == "核平滑"
+    assert zh.gettext(changed["now"]) == changed["now"]  # shown in English
+    assert zh.gettext("A new paragraph.") == "A new paragraph."

@@ -12,6 +12,7 @@ Commands (run from the repository root with the project's Python)::
     python tools/i18n.py update   # sphinx-intl: bring the .po catalogs in step with them
     python tools/i18n.py html     # build the Chinese site into _build/zh/html
     python tools/i18n.py stats    # messages, translated, fuzzy, untranslated per page
+    python tools/i18n.py fuzzy    # each fuzzy message: its old and new English, old Chinese
 
 ``make translations`` runs ``pot`` then ``update``; ``make book-zh`` runs ``html``.
 
@@ -100,11 +101,45 @@ def extract(pot_dir: Path, english_output_root: Path = ROOT) -> int:
                         {**I18N_SETTINGS, **execution_settings(english_output_root), **figures})
 
 
-def update_catalogs(pot_dir: Path) -> None:
-    """Create or update ``book/locales/zh_CN/LC_MESSAGES/**/*.po`` from the templates."""
-    from sphinx_intl.basic import update
+def update_catalogs(pot_dir: Path, catalog_dir: Path = CATALOG_DIR) -> list[str]:
+    """Create or update the ``.po`` catalogs from the templates in ``pot_dir``.
 
-    update(str(LOCALE_DIR), str(pot_dir), (LANGUAGE,), line_width=88, jobs=1)
+    sphinx-intl's merge (babel's): a message whose English changed is matched to its old
+    version and marked fuzzy, keeping the old translation and the old English (``#|``
+    lines) for the translator; a new message is untranslated. A catalog is rewritten
+    only when its messages changed. Returns the pages whose catalogs were written.
+    """
+    from sphinx_intl.catalog import dump_po, load_po, update_with_fuzzy
+
+    written = []
+    for pot in sorted(Path(pot_dir).rglob("*.pot")):
+        page = pot.relative_to(pot_dir).with_suffix("")
+        po_path = Path(catalog_dir) / page.with_suffix(".po")
+        template = load_po(str(pot))
+        if po_path.exists():
+            catalog = load_po(str(po_path))
+            before = {m.id for m in catalog if m.id}
+            update_with_fuzzy(catalog, template)
+            if {m.id for m in catalog if m.id} == before:
+                continue
+        else:
+            catalog, catalog.locale = template, LANGUAGE
+        dump_po(str(po_path), catalog, width=88, include_previous=True)
+        written.append(page.as_posix())
+    return written
+
+
+def fuzzy_messages(catalog_dir: Path = CATALOG_DIR) -> list[dict[str, str]]:
+    """Every fuzzy message: page, previous English, current English, old translation."""
+    import polib  # babel's reader drops the previous English (#| lines); polib keeps it
+
+    found = []
+    for po_path in sorted(Path(catalog_dir).rglob("*.po")):
+        page = po_path.relative_to(catalog_dir).with_suffix("").as_posix()
+        for entry in polib.pofile(str(po_path)).fuzzy_entries():
+            found.append({"page": page, "was": entry.previous_msgid or "",
+                          "now": entry.msgid, "zh": entry.msgstr})
+    return found
 
 
 def translated_title(catalog_dir: Path = CATALOG_DIR) -> str | None:
@@ -223,7 +258,7 @@ def print_stats(stats: dict[str, dict[str, int]]) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["pot", "update", "html", "stats"])
+    parser.add_argument("command", choices=["pot", "update", "html", "stats", "fuzzy"])
     parser.add_argument("--pot-dir", type=Path, default=ROOT / "_build" / "gettext")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "zh" / "html")
     parser.add_argument("--english-root", type=Path, default=ROOT,
@@ -238,7 +273,13 @@ def main(argv=None) -> int:
     if args.command == "pot":
         return extract(args.pot_dir, args.english_root)
     if args.command == "update":
-        update_catalogs(args.pot_dir)
+        for page in update_catalogs(args.pot_dir):
+            print(f"updated {CATALOG_DIR / page}.po")
+        return 0
+    if args.command == "fuzzy":
+        for message in fuzzy_messages():
+            print(f"== {message['page']}\nwas: {message['was']}\nnow: {message['now']}\n"
+                  f"zh:  {message['zh']}\n")
         return 0
     if args.command == "html":
         return build_html(args.out, args.english_root)
