@@ -12,7 +12,7 @@ Commands (run from the repository root with the project's Python)::
     python tools/i18n.py update   # sphinx-intl: bring the .po catalogs in step with them
     python tools/i18n.py html     # build the Chinese site into _build/zh/html
     python tools/i18n.py stats    # messages, translated, fuzzy, untranslated per page
-    python tools/i18n.py fuzzy    # each fuzzy message: its old and new English, old Chinese
+    python tools/i18n.py fuzzy    # each fuzzy message: its new English and old Chinese
 
 ``make translations`` runs ``pot`` then ``update``; ``make book-zh`` runs ``html``.
 
@@ -105,9 +105,11 @@ def update_catalogs(pot_dir: Path, catalog_dir: Path = CATALOG_DIR) -> list[str]
     """Create or update the ``.po`` catalogs from the templates in ``pot_dir``.
 
     sphinx-intl's merge (babel's): a message whose English changed is matched to its old
-    version and marked fuzzy, keeping the old translation and the old English (``#|``
-    lines) for the translator; a new message is untranslated. A catalog is rewritten
-    only when its messages changed. Returns the pages whose catalogs were written.
+    version and marked fuzzy, keeping the old translation for the translator; a new
+    message is untranslated. A catalog is rewritten only when its messages changed (as
+    ``sphinx-intl update`` does). Returns the pages whose catalogs were written. (The old
+    English is not written beside a fuzzy message: babel wraps long ``#|`` lines into
+    invalid syntax; ``git diff`` of the page shows it.)
     """
     from sphinx_intl.catalog import dump_po, load_po, update_with_fuzzy
 
@@ -124,22 +126,19 @@ def update_catalogs(pot_dir: Path, catalog_dir: Path = CATALOG_DIR) -> list[str]
                 continue
         else:
             catalog, catalog.locale = template, LANGUAGE
-        dump_po(str(po_path), catalog, width=88, include_previous=True)
+        dump_po(str(po_path), catalog, width=88)
         written.append(page.as_posix())
     return written
 
 
 def fuzzy_messages(catalog_dir: Path = CATALOG_DIR) -> list[dict[str, str]]:
-    """Every fuzzy message: page, previous English, current English, old translation."""
-    import polib  # babel's reader drops the previous English (#| lines); polib keeps it
+    """Every fuzzy message: its page, its current English and its old translation."""
+    import polib
 
-    found = []
-    for po_path in sorted(Path(catalog_dir).rglob("*.po")):
-        page = po_path.relative_to(catalog_dir).with_suffix("").as_posix()
-        for entry in polib.pofile(str(po_path)).fuzzy_entries():
-            found.append({"page": page, "was": entry.previous_msgid or "",
-                          "now": entry.msgid, "zh": entry.msgstr})
-    return found
+    return [{"page": po.relative_to(catalog_dir).with_suffix("").as_posix(),
+             "now": entry.msgid, "zh": entry.msgstr}
+            for po in sorted(Path(catalog_dir).rglob("*.po"))
+            for entry in polib.pofile(str(po)).fuzzy_entries()]
 
 
 def translated_title(catalog_dir: Path = CATALOG_DIR) -> str | None:
@@ -278,8 +277,7 @@ def main(argv=None) -> int:
         return 0
     if args.command == "fuzzy":
         for message in fuzzy_messages():
-            print(f"== {message['page']}\nwas: {message['was']}\nnow: {message['now']}\n"
-                  f"zh:  {message['zh']}\n")
+            print(f"== {message['page']}\nnow: {message['now']}\nzh:  {message['zh']}\n")
         return 0
     if args.command == "html":
         return build_html(args.out, args.english_root)
