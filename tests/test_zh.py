@@ -53,10 +53,13 @@ def test_every_catalog_compiles(po):
     import gettext
     import io
 
+    import polib
     from babel.messages.mofile import write_mo
     from babel.messages.pofile import read_po
 
-    catalog = read_po(po.open("rb"), abort_invalid=True)
+    polib.pofile(str(po))  # a strict reader: raises on any syntax error
+    with po.open("rb") as handle:
+        catalog = read_po(handle, abort_invalid=True)
     assert not [(m.id, errors) for m, errors in catalog.check()]
     buffer = io.BytesIO()
     write_mo(buffer, catalog, use_fuzzy=False)
