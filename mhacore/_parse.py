@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import cmath
 import math
+import re
 
 MAX_LENGTH = 500  # characters; an answer is a formula, not a program
 MAX_EXPONENT = 100  # |constant exponent|: keeps 9**9**9-style answers from hanging SymPy
@@ -98,7 +99,8 @@ def _check_node(node: ast.AST, names: frozenset) -> None:
     if isinstance(node, ast.BinOp) and isinstance(node.op, _OPERATORS):
         if isinstance(node.op, (ast.Pow, ast.BitXor)) and \
                 MAX_EXPONENT < _constant_size(node.right) < float("inf"):
-            raise UnsafeAnswer(f"exponents larger than {MAX_EXPONENT} are not allowed")
+            raise UnsafeAnswer(f"a constant exponent must lie between -{MAX_EXPONENT} and "
+                               f"{MAX_EXPONENT}")
         if isinstance(node.op, (ast.Pow, ast.BitXor)) and \
                 any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Pow, ast.BitXor))
                     for n in ast.walk(node.right)) and \
@@ -116,6 +118,14 @@ def _check_node(node: ast.AST, names: frozenset) -> None:
         return None
     raise UnsafeAnswer(f"{type(node).__name__.lower()} expressions are not allowed; use "
                        f"{ALLOWED}")
+
+
+def _refuse_decimal_comma(text: str) -> None:
+    """Explain ``1,04`` (a decimal comma), which Python reads as a pair or as bad syntax."""
+    match = re.search(r"\d,\d", text)
+    if match:
+        raise UnsafeAnswer(f"it has a comma between digits ({match.group()}); write decimals "
+                           "with a decimal point, e.g. 1.04, not 1,04")
 
 
 def parse_answer(text: str, symbols: dict | None = None):
@@ -157,10 +167,15 @@ def parse_answer(text: str, symbols: dict | None = None):
     symbols = dict(symbols or {})
     if len(text) > MAX_LENGTH:
         raise UnsafeAnswer(f"the answer is longer than {MAX_LENGTH} characters")
+    if not text.strip():
+        raise UnsafeAnswer("the answer is empty")
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
+        _refuse_decimal_comma(text)
         raise UnsafeAnswer(f"it is not a formula ({exc.msg}); use {ALLOWED}") from None
+    if isinstance(tree.body, ast.Tuple):
+        _refuse_decimal_comma(text)
     _check_node(tree, frozenset(symbols) | frozenset(FUNCTIONS))
     _approximate(tree.body)
     namespace = {name: getattr(sp, name) for name in FUNCTIONS if name != "ln"}
