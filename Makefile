@@ -3,7 +3,9 @@
 #   make test   unit tests, every chapter under nbval, a strict build, browser checks
 # For a course:
 #   make book-student   the website without solutions, in _build/student/html
-#   make lab            JupyterLab on the chapters (.md files open as notebooks)
+#   make lab            students: JupyterLab on the student notebooks (no solutions),
+#                       generated into $(STUDENT_NOTEBOOKS)
+#   make lab-instructor instructors: JupyterLab on the chapters, solutions included
 # The Chinese edition (tools/i18n.py): `make translations` after an English change,
 # `make book-zh` after `make book` (it reuses the English build's executed notebooks).
 PYTHON ?= python3
@@ -11,7 +13,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book book-student lab test clean translations book-zh translation-stats
+.PHONY: book book-student lab lab-instructor test clean translations book-zh translation-stats
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,11 +35,23 @@ book-student: $(STAMP)
 	@echo "Open the student site: $(abspath $(STUDENT_OUT))/html/index.html"
 
 # JupyterLab with jupytext and jupyterlab-myst: the MyST chapters open as notebooks.
+# As root (a container, a lab image) Jupyter refuses to start without --allow-root.
+# The nbgrader extensions are for the instructor's course folder: off here.
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
+STUDENT_NOTEBOOKS ?= _build/student-notebooks
+NBG := nbgrader.server_extensions
+NO_NBGRADER := --ServerApp.jpserver_extensions="{'$(NBG).formgrader': False, \
+	'$(NBG).assignment_list': False, '$(NBG).course_list': False, \
+	'$(NBG).validate_assignment': False}"
+LAB = mkdir -p $(LAB_SETTINGS) && \
+	printf '%s\n' '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' > $(LAB_SETTINGS)/overrides.json && \
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(NO_NBGRADER)
 lab: $(STAMP)
-	mkdir -p $(LAB_SETTINGS)
-	printf '%s\n' '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' > $(LAB_SETTINGS)/overrides.json
-	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) book
+	$(BIN)/python -m mhacore teach student --out $(STUDENT_NOTEBOOKS)
+	$(LAB) --ServerApp.root_dir=$(abspath $(STUDENT_NOTEBOOKS))
+
+lab-instructor: $(STAMP)
+	$(LAB) --ServerApp.root_dir=$(CURDIR) book
 
 translations: $(STAMP)
 	$(BIN)/python tools/i18n.py pot

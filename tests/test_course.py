@@ -77,7 +77,25 @@ def test_lab_has_jupytext_and_myst_pinned_and_installed():
     assert "jupyterlab-jupytext" in listing and "jupyterlab-myst" in listing, listing
     make = (ROOT / "Makefile").read_text(encoding="utf-8")
     lab = make[make.index("\nlab:"):]
-    assert "Jupytext Notebook" in lab and "pytest" not in lab.split("\n\n")[0]
+    assert "pytest" not in lab.split("\n\n")[0]
+
+
+def _make_dry_run(target):
+    proc = subprocess.run(["make", "-n", "-W", "requirements.txt", target], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().split("\n")[-1], proc.stdout
+
+
+def test_make_lab_opens_the_student_notebooks_not_the_chapters():
+    last, commands = _make_dry_run("lab")
+    assert "-m mhacore teach student --out _build/student-notebooks" in commands
+    assert "Jupytext Notebook" in last and "jupyter lab" in last
+    assert last.endswith("--ServerApp.root_dir=" + str(ROOT / "_build/student-notebooks"))
+    assert ("--allow-root" in last) == (os.getuid() == 0)  # Jupyter refuses root without it
+    assert "nbgrader.server_extensions.formgrader': False" in last  # no config warning
+    last, commands = _make_dry_run("lab-instructor")  # the chapters, solutions included
+    assert "teach student" not in commands and last.endswith(f"root_dir={ROOT} book")
 
 
 # --- the instructor pack ---------------------------------------------------------------

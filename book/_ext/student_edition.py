@@ -3,27 +3,83 @@
 ``make book-student`` builds with this variable set. The configuration is otherwise the
 site's own (same chapters, same execution settings, so a shared execution cache serves
 both builds); this only switches on sphinx-exercise's ``hide_solutions`` and drops what
-would carry solutions out another way: the page sources (``_sources``) and the download
-button, which offers the chapters with their answer cells.
+would carry solutions out another way:
+
+- the page sources (``_sources``) and the download button, which offers the chapters with
+  their answer cells;
+- the launch (Binder) buttons and the repository, issue and edit buttons, which all lead
+  to the full sources with the solutions;
+- the outputs of the self-check cells: the build ran each chapter with its (hidden)
+  solution cells, so every check said "Correct". Each such output is replaced by the reply
+  a student sees before answering, ``check(label, None)`` ("Your turn ...").
 """
 
 import os
+import re
+
+from docutils import nodes
+from sphinx.transforms import SphinxTransform
 
 EDITION_VARIABLE = "MHACORE_EDITION"
+# the self-check cell of an exercise: check("ex-1-2", answer)
+_SELF_CHECK = re.compile(r"""\bcheck\(\s*["'](ex-[\w-]+)["']\s*,\s*answer\s*\)""")
+_REPOSITORY_BUTTONS = ("use_repository_button", "use_issues_button", "use_edit_page_button",
+                       "use_source_button", "use_download_button")
+
+
+def is_student_edition() -> bool:
+    return os.environ.get(EDITION_VARIABLE, "") == "student"
 
 
 def _student_config(app, config):
-    if os.environ.get(EDITION_VARIABLE, "") != "student":
+    if not is_student_edition():
         return
     config.hide_solutions = True
     config.html_copy_source = False
     config.html_show_sourcelink = False
     options = dict(config.html_theme_options or {})
-    options["use_download_button"] = False
+    for button in _REPOSITORY_BUTTONS:
+        options[button] = False
+    options["launch_buttons"] = {}
+    options.pop("repository_url", None)
     config.html_theme_options = options
     config.html_title = f"{config.html_title or config.project} (student edition)"
 
 
+def your_turn_nodes(label: str) -> list:
+    """The "Your turn" reply of exercise ``label`` as docutils nodes (code in backticks)."""
+    from mhacore.exercises import check
+
+    paragraph = nodes.paragraph()
+    for i, part in enumerate(check(label, None).message.split("`")):
+        paragraph += nodes.literal(part, part) if i % 2 else nodes.Text(part)
+    return [paragraph]
+
+
+class YourTurnOutputs(SphinxTransform):
+    """In the student edition, show each self-check cell's "Your turn" reply, not the
+    verdict on the hidden solution."""
+
+    default_priority = 900
+
+    def apply(self):
+        if not is_student_edition():
+            return
+        for cell in list(self.document.findall(nodes.container)):
+            if cell.get("nb_element") != "cell_code":
+                continue
+            source = "".join(n.astext() for n in cell.findall(nodes.literal_block)
+                             if n.parent.get("nb_element") == "cell_code_source")
+            match = _SELF_CHECK.search(source)
+            if not match:
+                continue
+            for output in [c for c in cell.children
+                           if c.get("nb_element") == "cell_code_output"]:
+                output.children = []
+                output += your_turn_nodes(match.group(1))
+
+
 def setup(app):
     app.connect("config-inited", _student_config, priority=900)
+    app.add_transform(YourTurnOutputs)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
