@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from . import _outdir
+from ._references import escape_markdown
 
 SOLUTION_TAG = "solution"
 INSTRUCTOR_TAG = "instructor-only"  # e.g. the hidden assert that the reference answer passes
@@ -133,7 +134,8 @@ def plain_markdown(markdown: str) -> str:
                 options[key] = value.strip()
                 i += 1
             heading = _HEADINGS[match.group("name")].format(
-                arg=match.group("arg"), label=options.get("label", "")).rstrip(": ")
+                arg=escape_markdown(match.group("arg")),
+                label=options.get("label", "")).rstrip(": ")
             out.append(f"**{heading}**" if heading else "")
             fences.append(match.group("fence"))
             continue
@@ -148,6 +150,36 @@ def plain_markdown(markdown: str) -> str:
     text = _EXEC_TIME.sub(EXEC_TIME_TEXT, text)
     return _CITE.sub(lambda m: "[" + "; ".join(k.strip() for k in m.group(1).split(",")) + "]",
                      text)
+
+
+_SLIDE_LINK = re.compile(r'<a href="\.\./slides/(session-\d+\.slides\.html)">[^<]*</a>')
+SLIDES_IN_SITE = "`slides/{}` of the built site (`make book` writes it into `_build/html`)"
+
+
+def plan_markdown(plan: str, sources: list[Path]) -> str:
+    """The course page as the instructor pack's ``teaching-plan.md``: chapters named by
+    their titles, exercises as "Exercise 1.1 (title)", each slide link pointing into the
+    built site (the pack holds no slides), and the run-time lines dropped (they are
+    measured by the site's build, which the pack does not run).
+
+    Examples
+    --------
+    >>> link = '- **Slides.** <a href="../slides/session-1.slides.html">session 1</a>.'
+    >>> print(plan_markdown(link, []))
+    - **Slides.** `slides/session-1.slides.html` of the built site (`make book` writes it into `_build/html`).
+    """
+    from mhacore._references import chapter_title, escape_markdown, exercise_names, resolve
+
+    names = {}
+    for page in sorted({s.parent for s in sources}):  # other pages: the ledger, ...
+        names.update({md.stem: escape_markdown(chapter_title(md)) for md in page.glob("*.md")})
+    for source in sources:
+        names[source.stem] = escape_markdown(chapter_title(source))
+        names.update({label: escape_markdown(name) for label, name
+                      in exercise_names(source.read_text(encoding="utf-8")).items()})
+    lines = [line for line in plan.split("\n") if not _EXEC_TIME.search(line)]
+    text = _SLIDE_LINK.sub(lambda m: SLIDES_IN_SITE.format(m.group(1)), "\n".join(lines))
+    return plain_markdown(resolve(text, names, {}))
 
 
 def show_glued(notebook):
@@ -249,7 +281,7 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
         jupytext.write(nb, out / f"{source.stem}.ipynb", fmt="ipynb")
     if kind == "instructor" and (book_root / TEACHING_PLAN).is_file():
         plan = (book_root / TEACHING_PLAN).read_text(encoding="utf-8")
-        (out / "teaching-plan.md").write_text(plain_markdown(plan), encoding="utf-8")
+        (out / "teaching-plan.md").write_text(plan_markdown(plan, sources), encoding="utf-8")
     if kind == "instructor":
         _answer_key(out, sources)
     (out / "README.md").write_text(_readme(kind, sources), encoding="utf-8")
@@ -290,6 +322,10 @@ def _instructor_readme(sources: list[Path]) -> str:
              "- `answer-key.html`: every exercise with its solution, in one page (open it",
              "  in a browser; its math is typeset offline);",
              "- the full chapters as notebooks, solutions included.", "",
+             "The slides the plan links to are not in the pack: `make book` writes them",
+             "into `_build/html/slides/` of the built site (one reveal.js deck per session,",
+             "with reveal.js and MathJax beside them, so the folder works offline; copy it",
+             "whole to share it).", "",
              "For students, generate instead, from the book's repository:", "",
              "    .venv/bin/python -m mhacore teach student --out student-notebooks --zip",
              "    make book-student   # the website without solutions", "",

@@ -115,6 +115,7 @@ def test_answer_key_has_every_exercise_and_solution(instructor_pack):
         assert f"[{label}]" in text, label
         assert f"Solution to {label}" in text, label
     assert "The choice of kernel\nmatters far less" in text  # the written solution of 1.1
+    assert "Exercise 1.2 — Find h* for a new sample size" in text  # the * is not emphasis
     assert "answer=float(np.exp(ch01_nw.argmin_log_bandwidth" in "".join(text.split())
     html = page.read_text(encoding="utf-8")
     assert not re.findall(r"""(?:src|href)=["']https?://""", html)  # offline
@@ -125,6 +126,19 @@ def test_instructor_readme_speaks_to_instructors(instructor_pack):
     readme = (instructor_pack / "README.md").read_text(encoding="utf-8")
     assert "for you, the instructor" in readme and "answer-key.html" in readme
     assert "your instructor" not in readme and "make test" not in readme
+    assert "slides the plan links to are not in the pack" in readme
+
+
+def test_teaching_plan_names_chapters_exercises_and_slides(instructor_pack):
+    plan = (instructor_pack / "teaching-plan.md").read_text(encoding="utf-8")
+    assert not re.findall(r"\bex-\d+-\d+\b(?!-test)", plan)  # no bare labels
+    assert "Exercise 1.1 (The Epanechnikov constants)" in plan
+    assert r"Exercise 1.2 (Find h\* for a new sample size)" in plan  # escaped: no emphasis
+    for source in chapter_sources(ROOT):
+        assert source.stem not in plan, source.stem  # chapters by their titles
+    assert "- **Read before.** Kernel smoothing and the Nadaraya–Watson estimator." in plan
+    assert "../slides/" not in plan and "session-9.slides.html` of the built site" in plan
+    assert "{exec-time}" not in plan and "build status page" not in plan
 
 
 # --- the built site --------------------------------------------------------------------

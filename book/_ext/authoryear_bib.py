@@ -8,24 +8,10 @@ a pybtex style, ``authoryear``, whose labels are "Breiman, 2001", "Krogh and Ved
 """
 
 from pybtex.plugin import register_plugin
-from pybtex.richtext import Text
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
 
-
-def _surname(person):
-    return Text.from_latex(" ".join(person.prelast_names + person.last_names)).render_as("text")
-
-
-def author_year_label(entry):
-    """``Surname, Year`` / ``A and B, Year`` / ``A et al., Year`` of a pybtex entry."""
-    people = entry.persons.get("author") or entry.persons.get("editor") or []
-    names = [_surname(p) for p in people]
-    if len(names) > 2:
-        who = f"{names[0]} et al."
-    else:
-        who = " and ".join(names) or entry.fields.get("title", "Anonymous")
-    return f"{who}, {entry.fields.get('year', 'n.d.')}"
+from mhacore._references import author_year_label  # shared with the slides
 
 
 class AuthorYearLabelStyle(BaseLabelStyle):

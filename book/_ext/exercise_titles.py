@@ -11,21 +11,10 @@ extension
   ``{ref}`ex-1-1``` names the exercise it links to.
 """
 
-import re
-
 from docutils import nodes
 from sphinx.transforms.post_transforms import SphinxPostTransform
 
-# "1.1 — The Epanechnikov constants ★ (derivation)": the number, then the name
-_TITLE = re.compile(r"^(?P<number>\d+\.\d+)\s*[—-]\s*(?P<name>.*?)\s*★")
-
-
-def link_text(subtitle: str) -> str | None:
-    """``"Exercise 1.1 (The Epanechnikov constants)"`` from the exercise's own title."""
-    match = _TITLE.match(subtitle.strip())
-    if not match:
-        return None
-    return f"Exercise {match.group('number')} ({match.group('name')})"
+from mhacore._references import exercise_name as link_text  # shared with the pack
 
 
 def _label_exercises(app, doctree):
