@@ -1,8 +1,8 @@
 """Per-session reveal.js slides, made from the executed chapters, with no network at all.
 
 Each session of the course (``book/course.md``) gets a deck: its chapter's sections (the
-first or second half of chapter 3 for sessions 3 and 4), one slide per ``##`` section and
-one sub-slide per block of text, with the figures and printed results of the executed
+first or second half of chapter 3 for sessions 3 and 4) up to its exercises, one slide per
+``##`` section and one sub-slide per block of text (at most :data:`MAX_WORDS` words each), with the figures and printed results of the executed
 chapter and without code, solutions or hidden checks. nbconvert's slides exporter
 renders them; reveal.js comes from the pinned PyPI package ``sphinx-revealjs`` (only its
 files are used) and MathJax from ``django-static-mathjax``, both copied beside the decks.
@@ -27,6 +27,8 @@ SESSIONS = {1: ("01", None), 2: ("02", None), 3: ("03", 0), 4: ("03", 1), 5: ("0
 REVEAL_FILES = ("dist/reveal.js", "dist/reveal.css", "dist/theme/white.css",
                 "dist/theme/fonts/source-sans-pro", "plugin/notes/notes.js")
 _HIDDEN_TAGS = {"remove-cell", "remove-output", "solution", "instructor-only"}
+MAX_WORDS = 120  # of text on one slide; longer sections are split at paragraphs
+_EXERCISES = re.compile(r"^## Exercises", re.M)
 # a glued figure or equation: ```{glue:figure} key ... ``` (any fence), shown as its output
 _GLUE_BLOCK = re.compile(r"^(?P<fence>`{3,}|:{3,})\{glue(?::figure|:math|:any)?\}\s*(?P<key>\S+)"
                          r".*?^(?P=fence)\s*$", re.S | re.M)
@@ -78,8 +80,66 @@ def _visible_outputs(cell) -> list:
     return keep
 
 
-def session_notebook(executed, half: int | None = None, glued: dict | None = None):
+def _paragraphs(text: str) -> list[str]:
+    """``text`` split at blank lines, keeping display math and fenced blocks whole."""
+    blocks, current, fence = [], [], None
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if fence is None and not stripped and current:
+            blocks.append("\n".join(current))
+            current = []
+            continue
+        current.append(line)
+        if stripped.startswith("$$") and stripped.count("$$") == 1:
+            fence = None if fence == "$$" else "$$"
+        elif re.match(r"^(`{3,}|:{3,})", stripped):
+            mark = re.match(r"^(`{3,}|:{3,})", stripped).group(1)
+            fence = None if fence == mark else (fence or mark)
+    if current:
+        blocks.append("\n".join(current))
+    return [b for b in blocks if b.strip()]
+
+
+def word_count(text: str) -> int:
+    """The words of a slide's Markdown (math and code count as the words they hold)."""
+    return len(re.findall(r"[^\s$\\{}()^_*#`|-]+", text))
+
+
+def split_long(text: str, limit: int = MAX_WORDS) -> list[str]:
+    """``text`` as consecutive slide texts of at most ``limit`` words, cut at paragraphs
+    (a paragraph longer than ``limit`` is cut at sentences).
+
+    Examples
+    --------
+    >>> [word_count(t) for t in split_long("one two three.\\n\\nfour five.", limit=3)]
+    [3, 2]
+    """
+    pieces = []
+    for paragraph in _paragraphs(text):
+        if word_count(paragraph) <= limit or paragraph.lstrip().startswith(("$$", "|", "```")):
+            pieces.append(paragraph)
+            continue
+        sentences = re.split(r"(?<=[.;:])\s+(?=[A-Z(])", paragraph)
+        pieces += sentences
+    slides, current = [], []
+    for piece in pieces:
+        if current and word_count("\n\n".join(current + [piece])) > limit:
+            slides.append("\n\n".join(current))
+            current = []
+        current.append(piece)
+    if current:
+        slides.append("\n\n".join(current))
+    return slides
+
+
+def session_notebook(executed, half: int | None = None, glued: dict | None = None,
+                     names: dict | None = None, citations: dict | None = None):
     """A deck (nbformat) from an executed chapter notebook.
+
+    Everything from the chapter's ``## Exercises`` heading on is left out (exercises,
+    their answer cells and self-check outputs); references and citations read as the site
+    shows them (:func:`mhacore._references.resolve`); a section longer than
+    :data:`MAX_WORDS` words is split into several slides at its paragraphs.
 
     Parameters
     ----------
@@ -89,7 +149,14 @@ def session_notebook(executed, half: int | None = None, glued: dict | None = Non
         All sections, or the first or second half of its ``##`` sections.
     glued : dict, optional
         The chapter's glued outputs (myst-nb's ``.glue.json`` beside the notebook).
+    names : dict of str to str, optional
+        What a reference to each label reads ("Theorem 3", "Fig. 4").
+    citations : dict of str to str, optional
+        The author–year label of each BibTeX key.
     """
+    import nbformat
+
+    from mhacore._references import resolve
     from mhacore.teach import plain_markdown, strip_solution_blocks
 
     if half not in (None, 0, 1):
@@ -99,20 +166,28 @@ def session_notebook(executed, half: int | None = None, glued: dict | None = Non
         tags = set(cell.metadata.get("tags", []))
         if tags & _HIDDEN_TAGS:
             continue
+        if cell.cell_type == "markdown" and _EXERCISES.search(cell.source):
+            # the exercises stay in the chapter: nothing from their heading on is shown
+            cell.source = _EXERCISES.split(cell.source)[0]
+            source_cells += _with_glued(cell, glued or {})
+            break
         source_cells += _with_glued(cell, glued or {}) if cell.cell_type == "markdown" \
             else [cell]
     cells = []
     for cell in source_cells:
         if cell.cell_type == "markdown":
-            text = plain_markdown(strip_solution_blocks(cell.source)).strip()
-            # the exercises stay in the chapter, not on the slides
-            text = re.split(r"^## Exercises", text, flags=re.M)[0].strip()
+            text = resolve(strip_solution_blocks(cell.source), names or {}, citations or {})
+            text = plain_markdown(text).strip()
             if not text:
                 continue
-            cell.source = text
-            heading = text.startswith("# ") or text.startswith("## ")
-            cell.metadata["slideshow"] = {"slide_type": "slide" if heading else "subslide"}
-        elif cell.cell_type == "code":
+            for at, part in enumerate(split_long(text)):
+                heading = at == 0 and (part.startswith("# ") or part.startswith("## "))
+                piece = nbformat.v4.new_markdown_cell(part)
+                piece.metadata["slideshow"] = {"slide_type": "slide" if heading
+                                               else "subslide"}
+                cells.append(piece)
+            continue
+        if cell.cell_type == "code":
             cell.outputs = _visible_outputs(cell)
             if not cell.outputs:
                 continue
@@ -130,6 +205,22 @@ def session_notebook(executed, half: int | None = None, glued: dict | None = Non
     return deck
 
 
+_LINK = re.compile(r'<a class="reference internal" href="[^"#]*#(?:equation-)?(?P<label>[\w-]+)"'
+                   r'[^>]*>(?P<text>.*?)</a>', re.S)
+
+
+def names_from_site(html_dir: Path) -> dict[str, str]:
+    """What each cross-reference reads on the built site ("Theorem 3", "Fig. 4", "(16)"),
+    by label, from the links of its pages under ``html_dir``."""
+    names = {}
+    for page in sorted(Path(html_dir).rglob("*.html")):
+        for link in _LINK.finditer(page.read_text(encoding="utf-8", errors="replace")):
+            text = " ".join(re.sub(r"<[^>]+>", "", link.group("text")).split())
+            if text and not link.group("label").startswith("id"):
+                names.setdefault(link.group("label"), text)
+    return names
+
+
 def _copy_assets(out: Path) -> None:
     import sphinx_revealjs
 
@@ -144,11 +235,13 @@ def _copy_assets(out: Path) -> None:
     shutil.copy(mathjax_file(), out)
 
 
-def write_decks(out: Path, executed_dir: Path, sessions: dict | None = None) -> list[Path]:
+def write_decks(out: Path, executed_dir: Path, sessions: dict | None = None,
+                names: dict | None = None, citations: dict | None = None) -> list[Path]:
     """Write one deck per session into ``out`` from the executed chapters in
     ``executed_dir`` (``NN-slug.ipynb``); return the decks written.
 
-    Sessions whose chapter is not in ``executed_dir`` are skipped.
+    Sessions whose chapter is not in ``executed_dir`` are skipped; ``names`` and
+    ``citations`` are as in :func:`session_notebook`.
     """
     import nbformat
     from nbconvert import SlidesExporter
@@ -171,7 +264,8 @@ def write_decks(out: Path, executed_dir: Path, sessions: dict | None = None) -> 
             continue
         glue_file = executed[chapter].with_suffix(".glue.json")
         glued = json.loads(glue_file.read_text("utf-8")) if glue_file.is_file() else {}
-        deck = session_notebook(nbformat.read(executed[chapter], as_version=4), half, glued)
+        deck = session_notebook(nbformat.read(executed[chapter], as_version=4), half, glued,
+                                names, citations)
         title = next((c.source.split("\n", 1)[0][2:] for c in deck.cells
                       if c.cell_type == "markdown" and c.source.startswith("# ")), chapter)
         deck.metadata["title"] = f"Session {session}: {title}"

@@ -174,6 +174,24 @@ def test_cost_lines_are_measured(strict_build):
     assert len(re.findall(r"The chapter runs in \d+\.\d (s|min) on the build", course)) == 9
 
 
+def _assert_slides_read_cleanly(name, page):
+    """No exercises or self-check verdicts, no raw labels, no slide of more than
+    MAX_WORDS words of text."""
+    from bs4 import BeautifulSoup
+
+    from mhacore.slides import MAX_WORDS, word_count
+
+    soup = BeautifulSoup(page, "html.parser")
+    text = " ".join(soup.get_text(" ").split())
+    assert not re.search(r"Exercise \d+\.\d+|Correct \(ex-|Your turn \(ex-", text), name
+    assert not re.search(r"\b(?:thm|fig|def|prop|lem|eq|ex)-[a-z][\w-]*", text), name
+    assert not re.search(r"\[[a-z]+\d{4}[a-z]*\]", text), name  # citation keys
+    slides = [s for s in soup.find_all("section") if not s.find("section")]
+    for slide in slides:
+        prose = " ".join(d.get_text(" ") for d in slide.find_all(class_="jp-RenderedMarkdown"))
+        assert word_count(prose) <= MAX_WORDS, (name, prose[:200])
+
+
 def test_slides_are_built_offline(strict_build):
     proc, html = strict_build
     decks = sorted((html / "slides").glob("session-*.slides.html"))
@@ -183,6 +201,7 @@ def test_slides_are_built_offline(strict_build):
         assert not re.findall(r"""(?:src|href)=["']https?://|import\(["']https?://""", page)
         assert "reveal.js/dist/reveal.js" in page and "<section" in page
         assert "BEGIN SOLUTION" not in page and "{solution}" not in page
+        _assert_slides_read_cleanly(deck.name, page)
     assert (html / "slides" / "reveal.js" / "dist" / "reveal.js").is_file()
     course = (html / "book" / "course.html").read_text("utf-8")
     for n in range(1, 10):
@@ -240,7 +259,14 @@ def _executed_chapter():
              new_md("```{glue:figure} fig-a\n:name: fig-a\n```"),
              new_code("secret = 42"),
              new_md("## Two\n\n```{solution} ex-1\nhidden answer\n```\nVisible."),
-             new_md("## Three"), new_md("## Exercises\n\nDo this.")]
+             new_md("## Three\n\nBy {prf:ref}`thm-a` and {numref}`fig-a` "
+                    "{cite}`breiman2001,nobody`, see {eq}`eq-b`."),
+             new_md("## Long\n\n" + "\n\n".join(f"Paragraph {i} " + "word " * 50 + "end."
+                                                  for i in range(5))),
+             new_md("Before the exercises.\n\n## Exercises\n\nDo this."),
+             new_md("```{exercise} 1.2 — Next ★\n:label: ex-1-2\n\nMore.\n```"),
+             new_code("check('ex-1-2', answer)", outputs=[nbformat.v4.new_output(
+                 "display_data", data={"text/plain": "Correct (ex-1-2)."})])]
     cells[4].metadata["tags"] = ["solution", "remove-cell"]
     glued = {"rho": {"output_type": "display_data", "metadata": {},
                      "data": {"text/plain": "0.123456"}},
@@ -250,21 +276,30 @@ def _executed_chapter():
 
 
 def test_session_deck_keeps_sections_figures_and_no_solutions():
-    from mhacore.slides import session_notebook
+    from mhacore.slides import MAX_WORDS, session_notebook, word_count
 
     chapter, glued = _executed_chapter()
-    deck = session_notebook(chapter, None, glued)
+    names = {"thm-a": "Theorem 3", "fig-a": "Fig. 4", "eq-b": "(16)"}
+    deck = session_notebook(chapter, None, glued, names, {"breiman2001": "Breiman, 2001"})
     text = "\n".join(c.source for c in deck.cells)
-    assert "Text 0.12." in text and "Visible." in text
+    assert "Text 0.12." in text and "Visible." in text and "Before the exercises." in text
     assert "hidden answer" not in text and "secret" not in text and "Do this" not in text
+    # nothing from the Exercises heading on: no later exercise, no self-check output
+    assert "Exercise" not in text and "Correct" not in str(deck.cells)
+    assert "By Theorem 3 and Fig. 4 (Breiman, 2001; nobody), see (16)." in text
     outputs = [o for c in deck.cells if c.cell_type == "code" for o in c.outputs]
     assert [o.get("text") for o in outputs if o.output_type == "stream"] == ["printed 1\n"]
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the glued figure
     types = [c.metadata.slideshow.slide_type for c in deck.cells]
-    assert types.count("slide") == 4  # the title and the three sections
+    assert types.count("slide") == 5  # the title and the four sections
+    words = [word_count(c.source) for c in deck.cells if c.cell_type == "markdown"]
+    assert max(words) <= MAX_WORDS == 120 and sum(words) > 5 * 52  # split, nothing lost
+    assert text.count("Paragraph") == 5  # 5 paragraphs of 53 words: 3 slides
+    assert sum("Paragraph" in c.source for c in deck.cells) == 3
     first, second = (session_notebook(chapter, half, glued) for half in (0, 1))
-    assert "## One" in first.cells[1].source and "## Three" not in str(first.cells)
+    assert "## One" in first.cells[1].source and "## Long" not in str(first.cells)
     assert second.cells[0].source.startswith("# Title") and "## One" not in str(second.cells)
+    assert "## Three" in str(second.cells)
     with pytest.raises(ValueError, match="half must be None, 0 or 1; got 2"):
         session_notebook(chapter, 2)
 

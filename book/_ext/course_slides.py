@@ -2,7 +2,8 @@
 
 Once the site is built, :func:`mhacore.slides.write_decks` turns the chapters this build
 executed (myst-nb's ``jupyter_execute`` folder) into one deck per session; the course
-page links to them. Everything the decks load is copied beside them: they work offline.
+page links to them. References read as on the built pages ("Theorem 3", "Fig. 4") and
+citations as author–year labels from the site's bibliography. Everything the decks load is copied beside them: they work offline.
 """
 
 from pathlib import Path
@@ -11,11 +12,16 @@ from pathlib import Path
 def _write_slides(app, exception):
     if exception is not None or app.builder.format != "html":
         return
-    from mhacore.slides import write_decks
+    from mhacore._references import citation_labels
+    from mhacore.slides import names_from_site, write_decks
 
     executed = Path(app.outdir).parent / "jupyter_execute" / "book"
     if executed.is_dir():
-        write_decks(Path(app.outdir) / "slides", executed)
+        citations = {}
+        for bibfile in app.config.bibtex_bibfiles:
+            citations.update(citation_labels(Path(app.srcdir) / bibfile))
+        write_decks(Path(app.outdir) / "slides", executed,
+                    names=names_from_site(Path(app.outdir) / "book"), citations=citations)
 
 
 def setup(app):
