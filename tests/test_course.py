@@ -53,6 +53,17 @@ def test_course_homework_names_existing_exercises():
     assert text.count("- **Slides.**") == text.count("- **Homework.**") == 9
 
 
+def test_course_page_sets_students_up_without_solutions():
+    text = COURSE.read_text(encoding="utf-8")
+    setup = text[text.index("## Getting set up"):text.index("**Instructors**")]
+    assert "git clone" not in setup and "make lab" in setup
+    assert "_build/student-notebooks" in setup and "make lab-instructor" in text
+    nbgrader = text[text.index("## Grading with nbgrader"):text.index("## Grading\n")]
+    for words in ("nbgrader collect week1", "nbgrader zip_collect week1",
+                  "submitted/<student>/week1/", "jupyter/nbgrader#1961", "checksum"):
+        assert words in nbgrader, words
+
+
 def test_run_time_text():
     assert run_time_text({"runtime": 19.84, "succeeded": True}) == "19.8 s"
     assert run_time_text({"runtime": 75.0, "succeeded": True}) == "1.2 min"
@@ -244,6 +255,19 @@ def test_student_site_has_no_solution_text(student_site):
         assert 'class="solution' not in text, path.name
     course = _html_text(html / "book" / "course.html")
     assert "Exercise 1.1 (The Epanechnikov constants)" in course
+    for source in chapter_sources(ROOT):
+        page = (html / "book" / f"{source.stem}.html").read_text(encoding="utf-8")
+        # no way back to the full sources: no Binder/launch, repository or issue buttons
+        assert "mybinder" not in page and "launch-buttons" not in page, source.stem
+        assert "github.com/mhacore" not in page, source.stem
+        # the self-checks show what a student sees before answering, not the verdict on
+        # the hidden solution the build ran
+        text = _html_text(html / "book" / f"{source.stem}.html")
+        assert "Correct (ex-" not in text and "Not yet (ex-" not in text, source.stem
+        labels = set(re.findall(r"""check\(\s*["'](ex-\d+-\d+)["']\s*,\s*answer""",
+                                source.read_text(encoding="utf-8")))
+        for label in labels:
+            assert f"Your turn ({label})" in text, (source.stem, label)
 
 
 # --- slides and the nbgrader command, without a build ----------------------------------
