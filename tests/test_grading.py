@@ -36,6 +36,24 @@ def test_every_self_check_becomes_a_graded_hidden_test():
         assert "{solution}" not in "".join(c.source for c in notebook.cells)
 
 
+@pytest.mark.parametrize("answer, points", [
+    (0.0292, 1), ("0.0292", 1), ([0.0292], 0), ([[0.0292]], 0), (float("nan"), 0),
+    ("1,04", 0), ("", 0), (None, 0)])
+def test_a_hidden_test_gives_a_point_only_to_one_right_number(answer, points):
+    """The hidden test of ex-1-2 run as nbgrader runs it: a list holding the right number
+    earns nothing, and no answer makes the test cell fail with anything but an
+    AssertionError (which nbgrader scores 0)."""
+    from mhacore.grading import hidden_test_cell
+
+    namespace = {"answer": answer}
+    try:
+        exec(hidden_test_cell("ex-1-2").source, namespace)
+        earned = 1
+    except AssertionError:
+        earned = 0
+    assert earned == points
+
+
 def test_the_weeks_cover_every_chapter_once():
     chapters = sorted(c for week in WEEKS.values() for c in week)
     assert chapters == sorted(s.name[:2] for s in chapter_sources(ROOT))
