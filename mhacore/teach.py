@@ -305,10 +305,12 @@ def _readme(kind: str, sources: list[Path]) -> str:
     lines += ["Figures, equations and numbers that the book shows inside its text appear",
               "here in the output of the code cell that computes them; the text names each",
               "by its key (numbers are printed as `key = value`).", ""]
-    lines += ["Run them in the book's environment: on a lab machine your instructor provides",
-              "it; on your own computer, clone the book's repository and run `make lab` once",
-              "(it creates `.venv` with everything the notebooks import, then opens",
-              "JupyterLab), and open these notebooks there.", "",
+    lines += ["Run them in the book's environment, which your instructor provides (a lab",
+              "machine or a JupyterHub with the `mhacore` package and its requirements",
+              "installed): open this folder in JupyterLab there and pick that environment's",
+              "Python as the kernel. Where the book's own folder is installed, `make lab`",
+              "there writes these notebooks into `_build/student-notebooks` and opens them.",
+              "",
               "Chapters:", ""] + [f"- {s.stem}.ipynb" for s in sources]
     return "\n".join(lines) + "\n"
 

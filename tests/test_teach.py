@@ -53,6 +53,12 @@ def test_every_chapter_gets_a_student_notebook(student_dir):
         f"{s.stem}.ipynb" for s in sources)
 
 
+def test_student_readme_sends_no_one_to_the_repository(student_dir):
+    readme = (student_dir / "README.md").read_text(encoding="utf-8")
+    assert "clone" not in readme and "repository" not in readme  # it holds the solutions
+    assert "your instructor provides" in readme and "_build/student-notebooks" in readme
+
+
 def test_student_notebooks_hold_no_solution_text(student_dir):
     checked = 0
     for source in chapter_sources(ROOT):
