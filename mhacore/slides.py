@@ -101,34 +101,72 @@ def _paragraphs(text: str) -> list[str]:
 
 
 def word_count(text: str) -> int:
-    """The words of a slide's Markdown (math and code count as the words they hold)."""
-    return len(re.findall(r"[^\s$\\{}()^_*#`|-]+", text))
+    """The words of a slide's text: whitespace-separated tokens holding a letter or digit
+    (so ``$x + y$`` counts 2, a lone ``-`` or ``+`` none)."""
+    return sum(1 for token in text.split() if re.search(r"\w", token))
+
+
+_MATH = re.compile(r"\$\$.*?\$\$|\$[^$]*\$", re.S)
+
+
+def _protected(text: str, split) -> list[str]:
+    """``split(text)`` with every ``$...$`` span kept whole (never cut inside math)."""
+    spans = _MATH.findall(text)
+    masked = _MATH.sub(lambda m: f"\0{spans.index(m.group())}\0", text)
+    return [re.sub(r"\0(\d+)\0", lambda m: spans[int(m.group(1))], part)
+            for part in split(masked) if part.strip()]
+
+
+def _units(paragraph: str, limit: int) -> list[tuple[str, str]]:
+    """A paragraph cut into pieces of at most ``limit`` words: at list items, then at
+    sentences, then (a single sentence longer than a slide) between words. Each piece
+    comes with the separator that rejoins it to the previous one."""
+    units = []
+    for item in re.split(r"\n(?=\s*(?:[-*+]|\d+\.)\s)", paragraph):
+        if word_count(item) <= limit:
+            units.append((item, "\n"))
+            continue
+        for sentence in _protected(item, lambda t: re.split(r"(?<=[.;:?!])\s+", t)):
+            if word_count(sentence) <= limit:
+                units.append((sentence, " "))
+                continue
+            words, current = _protected(sentence, str.split), []
+            for word in words:
+                if current and word_count(" ".join(current + [word])) > limit:
+                    units.append((" ".join(current), " "))
+                    current = []
+                current.append(word)
+            units.append((" ".join(current), " "))
+    return [(text, "\n\n" if at == 0 else sep) for at, (text, sep) in enumerate(units)]
 
 
 def split_long(text: str, limit: int = MAX_WORDS) -> list[str]:
     """``text`` as consecutive slide texts of at most ``limit`` words, cut at paragraphs
-    (a paragraph longer than ``limit`` is cut at sentences).
+    (a longer paragraph is cut at list items, sentences, and as a last resort between
+    words; display math and fenced blocks stay whole).
 
     Examples
     --------
     >>> [word_count(t) for t in split_long("one two three.\\n\\nfour five.", limit=3)]
     [3, 2]
+    >>> split_long("A b $x + y$ c. D e f.", limit=5)
+    ['A b $x + y$ c.', 'D e f.']
     """
     pieces = []
     for paragraph in _paragraphs(text):
-        if word_count(paragraph) <= limit or paragraph.lstrip().startswith(("$$", "|", "```")):
-            pieces.append(paragraph)
-            continue
-        sentences = re.split(r"(?<=[.;:])\s+(?=[A-Z(])", paragraph)
-        pieces += sentences
-    slides, current = [], []
-    for piece in pieces:
-        if current and word_count("\n\n".join(current + [piece])) > limit:
-            slides.append("\n\n".join(current))
-            current = []
-        current.append(piece)
+        if word_count(paragraph) <= limit or paragraph.lstrip().startswith(("$$", "```")):
+            pieces.append((paragraph, "\n\n"))
+        else:
+            pieces += _units(paragraph, limit)
+    slides, current = [], ""
+    for piece, sep in pieces:
+        joined = f"{current}{sep}{piece}" if current else piece
+        if current and word_count(joined) > limit:
+            slides.append(current)
+            joined = piece
+        current = joined
     if current:
-        slides.append("\n\n".join(current))
+        slides.append(current)
     return slides
 
 

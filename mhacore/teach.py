@@ -42,6 +42,7 @@ _HEADINGS = {
     "exercise": "Exercise {arg} [{label}]", "solution": "Solution to {arg}",
     "prf:theorem": "Theorem: {arg}", "prf:definition": "Definition: {arg}",
     "prf:remark": "Remark: {arg}", "prf:lemma": "Lemma: {arg}", "admonition": "{arg}",
+    "prf:proposition": "Proposition: {arg}", "prf:corollary": "Corollary: {arg}",
     "note": "Note", "tip": "Tip", "important": "Important", "warning": "Warning",
     "glue:figure": "Figure `{arg}` (drawn in the output of the code cell that computes it)",
     "glue:math": "Equation `{arg}` (shown in the output of the code cell that computes it)",
