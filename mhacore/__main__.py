@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m mhacore {doctor,check,teach,sweep} [options]\n"
               "  doctor  versions of the stack, device and determinism settings\n"
               "  check   run the book's theorem checks and write a JSON report\n"
-              "  teach   generate student or instructor notebooks from the chapters\n"
+              "  teach   generate reader, student or instructor notebooks from the chapters\n"
               "  sweep   heads-width: best head width over budgets and sizes (C5)",
               file=sys.stdout if asked else sys.stderr)
         return 0 if asked else 2

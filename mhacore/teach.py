@@ -6,6 +6,10 @@ becomes a stub that sets ``answer = None`` (so the self-check cell after it repl
 turn" instead of failing, and the notebook still runs top to bottom), and cells tagged
 ``instructor-only`` (the book's assertion that its own answer passes) are dropped.
 
+``python -m mhacore teach reader --out DIR`` writes the reader edition (plain Markdown,
+numbered references, no solutions; the site's ``.ipynb`` download): see
+:mod:`mhacore.reader`.
+
 ``python -m mhacore teach instructor --out DIR`` writes the full notebooks (solutions
 included) and the teaching plan. ``--zip`` packs either into a single archive named after
 the folder. ``teach`` writes only into a new or empty folder, or one it wrote before (a
@@ -352,7 +356,7 @@ def _nbgrader_course(out: Path, book_root: Path, make_zip: bool, force: bool) ->
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m mhacore teach",
                                      description="Generate student or instructor notebooks.")
-    parser.add_argument("kind", choices=["student", "instructor", "nbgrader"],
+    parser.add_argument("kind", choices=["reader", "student", "instructor", "nbgrader"],
                         help="nbgrader: a course folder for nbgrader (see mhacore.grading)")
     parser.add_argument("--out", type=Path, required=True, help="folder to write")
     parser.add_argument("--book", type=Path, default=Path("."), help="repository root")
@@ -363,9 +367,14 @@ def main(argv: list[str]) -> int:
                              "replace an archive teach did not make")
     args = parser.parse_args(argv)
     try:
-        result = (_nbgrader_course(args.out, args.book, args.zip, args.force)
-                  if args.kind == "nbgrader"
-                  else generate(args.kind, args.out, args.book, args.zip, force=args.force))
+        if args.kind == "reader":
+            from .reader import write_readers
+
+            result = write_readers(args.out, args.book, args.zip, force=args.force)
+        elif args.kind == "nbgrader":
+            result = _nbgrader_course(args.out, args.book, args.zip, args.force)
+        else:
+            result = generate(args.kind, args.out, args.book, args.zip, force=args.force)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,153 @@
+"""One configuration, many editions: settings every build of the book shares.
+
+Every edition (the website, the PDF, and any other Sphinx builder run over this
+repository) goes through ``_config.yml`` and this extension, which reads a few
+environment variables at build time:
+
+``MHACORE_BOOK_CACHE``
+    The jupyter-cache folder holding the executed chapters (default
+    ``<repository>/_build/.jupyter_cache``). Each chapter is executed once per state of
+    the code and every edition reads its outputs. The cache remembers a fingerprint of
+    the package, ``requirements.txt`` and ``reports/``; when they change it is emptied,
+    so no edition shows numbers computed by older code.
+``MHACORE_REPOSITORY_URL``
+    Publish from this repository: overrides ``repository.url`` of ``_config.yml`` and
+    turns on the repository and issue buttons, which are off by default (they point at a
+    public repository, which a local or offline copy of the book may not have).
+
+It also writes the package version, the short commit and the build date into every
+page's footer and onto the PDF's title page, and makes the ``.ipynb`` download of each
+chapter the reader notebook of :mod:`mhacore.reader`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+CACHE_ENV = "MHACORE_BOOK_CACHE"
+REPOSITORY_ENV = "MHACORE_REPOSITORY_URL"
+FINGERPRINT_FILE = "mhacore-fingerprint.txt"
+PDF_NAME = "book.pdf"  # `make pdf` copies the whole-book PDF to the site's root
+
+
+def code_fingerprint(root: Path) -> str:
+    """A hash of everything a chapter's outputs depend on besides its own code cells."""
+    digest = hashlib.sha256()
+    files = sorted([*root.glob("mhacore/**/*.py"), *root.glob("reports/**/*"),
+                    root / "requirements.txt"])
+    for path in files:
+        if path.is_file():
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def prepare_cache(cache: Path, fingerprint: str) -> Path:
+    """Empty ``cache`` when it was filled by other code; return it."""
+    stamp = cache / FINGERPRINT_FILE
+    if cache.exists() and (not stamp.is_file() or stamp.read_text().strip() != fingerprint):
+        shutil.rmtree(cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(fingerprint + "\n")
+    return cache
+
+
+def provenance(root: Path) -> dict[str, str]:
+    """The package version, the short commit (``+`` when the tree has changes) and the
+    build date (``SOURCE_DATE_EPOCH`` when set, for reproducible builds)."""
+    from mhacore import __version__
+
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                                  timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    if commit != "unknown" and git("status", "--porcelain", "--untracked-files=no"):
+        commit += "+"
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = (datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc) if epoch
+            else datetime.datetime.now(datetime.timezone.utc))
+    return {"version": __version__, "commit": commit, "date": when.strftime("%Y-%m-%d")}
+
+
+def _configure(app, config):
+    root = Path(app.confdir)
+    cache = Path(os.environ.get(CACHE_ENV) or root / "_build" / ".jupyter_cache")
+    if config.nb_execution_mode == "cache":
+        config.nb_execution_cache_path = str(prepare_cache(cache.resolve(),
+                                                           code_fingerprint(root)))
+    facts = provenance(root)
+    app.mhacore_provenance = facts
+    stamp = f"mhacore {facts['version']} · commit {facts['commit']} · built {facts['date']}"
+    config.release = config.version = stamp.replace(" · ", ", ").removeprefix("mhacore ")
+    theme = config.html_theme_options
+    url = os.environ.get(REPOSITORY_ENV, "").strip()
+    if url:
+        theme["repository_url"] = url
+        theme["use_repository_button"] = theme["use_issues_button"] = True
+    theme["extra_footer"] = f'<p class="mhacore-provenance">{stamp}</p>'
+    config.myst_substitutions = {**(config.myst_substitutions or {}),
+                                 "repository_url": theme.get("repository_url", "")}
+
+
+def _pdf_button(app, pagename, templatename, context, doctree):
+    """Offer the whole-book PDF in every page's download menu, beside printing the page."""
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "download-buttons":
+            continue
+        buttons = group["buttons"]
+        at = next((i for i, b in enumerate(buttons) if b.get("label") == "download-pdf-button"),
+                  len(buttons))
+        if at < len(buttons):
+            buttons[at].update(text="print this page", tooltip="Print this page")
+        buttons.insert(at, {"type": "link", "url": context["pathto"](PDF_NAME, 1),
+                            "text": "book (.pdf)", "tooltip": "The whole book as one PDF",
+                            "icon": "fas fa-file-pdf", "label": "download-book-pdf-button"})
+
+
+def _reader_download(app, pagename, templatename, context, doctree):
+    """Serve the reader notebook as this chapter's ``.ipynb`` download."""
+    notebook = app.mhacore_readers.get(pagename)
+    if notebook is None:
+        return
+    import nbformat
+
+    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def _write_readers(app, exception):
+    """Write the reader notebooks again once the build ends: the theme's launch buttons,
+    when configured, copy the executed MyST notebook over the same file."""
+    if exception is None and app.builder.format == "html":
+        for pagename in app.mhacore_readers:
+            _reader_download(app, pagename, None, {}, None)
+
+
+def _readers(app):
+    app.mhacore_readers = {}
+    if app.builder.format != "html":
+        return
+    from mhacore.reader import reader_notebooks
+
+    root = Path(app.confdir)
+    app.mhacore_readers = {f"book/{stem}": nb for stem, nb in reader_notebooks(root).items()}
+
+
+def setup(app):
+    app.connect("config-inited", _configure, priority=800)
+    app.connect("builder-inited", _readers)
+    app.connect("html-page-context", _reader_download, priority=500)
+    app.connect("html-page-context", _pdf_button, priority=600)
+    app.connect("build-finished", _write_readers)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

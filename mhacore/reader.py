@@ -1,0 +1,543 @@
+"""Reader notebooks: each chapter as a plain Jupyter notebook that runs anywhere.
+
+The book's chapters are MyST notebooks: their Markdown holds directives (``{exercise}``,
+``{prf:theorem}``, ``{glue:figure}``, ...) and roles (``{numref}``, ``{cite}``, ...) that
+only the book's build understands. :func:`plain_markdown` is the one converter from that
+MyST to the Markdown any notebook front end shows, with the numbers the website gives:
+
+- admonitions, theorems, definitions and proofs become block quotes with a bold title;
+- exercises become numbered headings; solutions are dropped, or kept as ordinary text;
+- cross-references become their numbers (``Figure 2``, ``Theorem 1``, ``(3)``) or titles;
+- citations become author–year, and a references cell closes the notebook;
+- glued figures and equations are announced where the site shows them; the cell that
+  computes them displays them (:func:`mhacore.teach.show_glued`).
+
+``python -m mhacore teach reader --out DIR`` writes the reader edition: every chapter,
+solutions removed, an empty ``answer = None`` cell before each self-check (which then
+says "Your turn"). The website's ``.ipynb`` download of a chapter is the same file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Numbered directives and the word the site prints before their number.
+KIND_NAMES = {
+    "figure": "Figure", "equation": "Equation", "exercise": "Exercise",
+    "prf:theorem": "Theorem", "prf:definition": "Definition", "prf:remark": "Remark",
+    "prf:proposition": "Proposition", "prf:lemma": "Lemma", "prf:corollary": "Corollary",
+    "prf:example": "Example", "prf:conjecture": "Conjecture", "prf:axiom": "Axiom",
+    "prf:algorithm": "Algorithm", "prf:criterion": "Criterion", "prf:property": "Property",
+    "prf:observation": "Observation", "prf:assumption": "Assumption",
+}
+_FIGURES = ("glue:figure", "figure")
+_EQUATIONS = ("glue:math", "math")
+_OPEN = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|:{3,})(?P<info>.*)$")
+_DIRECTIVE_INFO = re.compile(r"^\{(?P<name>[\w:-]+)\}\s*(?P<arg>.*)$")
+_OPTION = re.compile(r"^:(?P<key>[\w-]+):\s*(?P<value>.*)$")
+_ROLE = re.compile(r"\{(?P<name>[\w:-]+)\}`(?P<body>[^`]*)`")
+_TARGET = re.compile(r"^\((?P<label>[^)\s]+)\)=\s*$")
+_EQUATION = re.compile(r"^\$\$\s*\((?P<label>[^)\s]+)\)\s*$")
+_HEADING = re.compile(r"^#{1,6}\s+(?P<title>.+?)\s*$")
+_EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^>]+)>$", re.S)
+READER_KEY = "mhacore_reader"  # metadata flag of the cells the reader edition adds
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a label points at: its kind, its number (None if unnumbered), its page (the
+    chapter's file stem) and a title."""
+
+    kind: str
+    number: str | None
+    page: str
+    title: str
+
+    def name(self) -> str:
+        """The words the site prints for the reference, e.g. ``Theorem 2`` or ``(3)``."""
+        if self.kind == "equation":
+            return f"({self.number})" if self.number else "the equation"
+        word = KIND_NAMES.get(self.kind)
+        if word and self.number:
+            return f"{word} {self.number}"
+        return self.title or word or self.kind
+
+
+@dataclass
+class Book:
+    """What the converter needs to know about the whole book: every label, every page's
+    title, which pages have a notebook of their own, and the bibliography."""
+
+    labels: dict[str, Target] = field(default_factory=dict)
+    titles: dict[str, str] = field(default_factory=dict)
+    notebooks: set[str] = field(default_factory=set)
+    references: dict[str, dict] = field(default_factory=dict)
+
+
+# --- walking MyST text ------------------------------------------------------------------
+
+@dataclass
+class Block:
+    """A fenced block: a directive (``name`` set) or a plain code fence (``name`` None)."""
+
+    fence: str
+    name: str | None
+    arg: str
+    options: dict
+    body: list[str]
+    info: str
+
+
+def split_blocks(lines: list[str]) -> list:
+    """``lines`` as a list of plain lines (str) and fenced :class:`Block` s (top level)."""
+    out, i = [], 0
+    while i < len(lines):
+        match = _OPEN.match(lines[i])
+        if not match:
+            out.append(lines[i])
+            i += 1
+            continue
+        fence, info = match.group("fence"), match.group("info").strip()
+        end = _closing(lines, i, fence, directive=info.startswith("{"))
+        directive = _DIRECTIVE_INFO.match(info)
+        if directive:
+            options, body = _split_options(lines[i + 1:end])
+            out.append(Block(fence, directive.group("name"), directive.group("arg").strip(),
+                             options, body, info))
+        else:
+            out.append(Block(fence, None, "", {}, lines[i + 1:end], info))
+        i = end + 1
+    return out
+
+
+def _closing(lines: list[str], start: int, fence: str, directive: bool) -> int:
+    """The line closing the fence opened at ``start`` (or the end of ``lines``).
+
+    Inside a directive, fences of the same character that open blocks of their own
+    (``` ```python ``` in an exercise) are skipped as a whole."""
+    j = start + 1
+    while j < len(lines):
+        stripped = lines[j].strip()
+        if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+            return j
+        inner = _OPEN.match(lines[j])
+        if directive and inner and inner.group("info").strip():
+            j = _closing(lines, j, inner.group("fence"),
+                         inner.group("info").strip().startswith("{")) + 1
+            continue
+        j += 1
+    return len(lines)
+
+
+def _split_options(body: list[str]) -> tuple[dict, list[str]]:
+    options = {}
+    if body and body[0].strip() == "---":  # options as a YAML block
+        end = next((k for k in range(1, len(body)) if body[k].strip() == "---"), 0)
+        for line in body[1:end]:
+            key, _, value = line.partition(":")
+            options[key.strip()] = value.strip()
+        return options, body[end + 1:]
+    i = 0
+    while i < len(body) and _OPTION.match(body[i].strip()):
+        match = _OPTION.match(body[i].strip())
+        options[match.group("key")] = match.group("value")
+        i += 1
+    return options, body[i:]
+
+
+# --- numbering: the labels of one page ---------------------------------------------------
+
+def page_labels(text: str, page: str) -> dict[str, Target]:
+    """The labels ``text`` defines, numbered per kind in document order, as the site
+    numbers them (Sphinx ``numfig``: per page, no chapter prefix).
+
+    Examples
+    --------
+    >>> text = "(sec-a)=\\n## Start\\n\\n$$\\nx\\n$$ (eq-x)\\n\\n```{prf:theorem} Big\\n:label: thm-b\\n\\nT\\n```"
+    >>> labels = page_labels(text, "01-x")
+    >>> labels["sec-a"].name(), labels["eq-x"].name(), labels["thm-b"].name()
+    ('Start', '(1)', 'Theorem 1')
+    """
+    labels, counters = {}, {}
+
+    def add(label, kind, options, title):
+        number = None
+        if "nonumber" not in options and (kind != "figure" or label):
+            counters[kind] = counters.get(kind, 0) + 1
+            number = str(counters[kind])
+        if label:
+            labels[label] = Target(kind, number, page, title)
+
+    def walk(lines):
+        pending = []
+        for item in split_blocks(lines):
+            if isinstance(item, Block):
+                pending = []
+                if item.name is None:
+                    continue
+                label = item.options.get("label") or item.options.get("name")
+                if item.name in _FIGURES:
+                    add(label, "figure", item.options, _caption(item.body))
+                elif item.name in _EQUATIONS:
+                    if label:
+                        add(label, "equation", item.options, "")
+                elif item.name in KIND_NAMES:
+                    add(label, item.name, item.options, item.arg)
+                elif label:
+                    labels[label] = Target(item.name, None, page, item.arg)
+                if item.name != "code-cell":
+                    walk(item.body)
+                continue
+            target, heading = _TARGET.match(item.strip()), _HEADING.match(item)
+            equation = _EQUATION.match(item.strip())
+            if target:
+                pending.append(target.group("label"))
+            elif heading:
+                for label in pending:
+                    labels[label] = Target("section", None, page, heading.group("title"))
+                pending = []
+            elif equation:
+                add(equation.group("label"), "equation", {}, "")
+            elif item.strip():
+                pending = []
+
+    walk(text.split("\n"))
+    return labels
+
+
+def _caption(body: list[str]) -> str:
+    return " ".join(line.strip() for line in body if line.strip())
+
+
+def page_title(text: str) -> str:
+    """The first top-level heading of a page (its title), or ``""``."""
+    in_front_matter = text.startswith("---")
+    for k, line in enumerate(text.split("\n")):
+        if k and in_front_matter and line.strip() == "---":
+            in_front_matter = False
+            continue
+        if not in_front_matter and line.startswith("# "):
+            return line[2:].strip()
+    return ""
+
+
+# --- rendering ---------------------------------------------------------------------------
+
+def plain_markdown(markdown: str, book: Book | None = None, page: str = "",
+                   solutions: bool = False) -> str:
+    """MyST Markdown as plain notebook Markdown: no directive or role left.
+
+    Parameters
+    ----------
+    markdown : str
+        MyST text (a Markdown cell of a chapter, or a whole page).
+    book : Book, optional
+        The book's labels, titles and references (:func:`read_book`); without it,
+        references print their label and citations their key.
+    page : str
+        The file stem of the page the text comes from (numbers of labels on other pages
+        name their chapter).
+    solutions : bool
+        Keep the ``{solution}`` blocks (as text after the exercise); the reader edition
+        drops them.
+
+    Examples
+    --------
+    >>> text = ":::{prf:theorem} Rate\\n:label: thm-r\\n\\nIt holds {cite}`k`.\\n:::"
+    >>> print(plain_markdown(text, Book(labels=page_labels(text, "01-a"))))
+    > **Theorem 1 (Rate).**
+    >
+    > It holds (k).
+    """
+    book = book or Book()
+    text = "\n".join(_render(markdown.split("\n"), book, page, solutions))
+    text = _ROLE.sub(lambda m: _role(m.group("name"), m.group("body"), book, page), text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
+
+
+def _quote(lines: list[str]) -> list[str]:
+    return [f"> {line}".rstrip() for line in lines]
+
+
+def _number_of(block: Block, book: Book, kind: str, page: str) -> str | None:
+    label = block.options.get("label") or block.options.get("name")
+    target = book.labels.get(label) if label else None
+    return target.number if target and target.kind == kind and target.page == page else None
+
+
+def _render(lines: list[str], book: Book, page: str, solutions: bool) -> list[str]:
+    out = []
+    for item in split_blocks(lines):
+        if isinstance(item, str):
+            out += _render_line(item, book, page)
+        elif item.name is None:
+            out += [item.fence + item.info, *item.body, item.fence]
+        else:
+            out += _render_directive(item, book, page, solutions)
+    return out
+
+
+def _render_line(line: str, book: Book, page: str) -> list[str]:
+    stripped = line.strip()
+    if _TARGET.match(stripped) or stripped.startswith("% "):
+        return []
+    equation = _EQUATION.match(stripped)
+    if equation:
+        target = book.labels.get(equation.group("label"))
+        number = target.number if target else equation.group("label")
+        return [f"\\tag{{{number}}}", "$$"]
+    return [line]
+
+
+def _render_directive(block: Block, book: Book, page: str, solutions: bool) -> list[str]:
+    name, arg = block.name, block.arg
+    body = _render(block.body, book, page, solutions)
+    while body and not body[0].strip():
+        body.pop(0)
+    while body and not body[-1].strip():
+        body.pop()
+    if name in KIND_NAMES and name.startswith("prf:"):
+        number = _number_of(block, book, name, page)
+        title = KIND_NAMES[name] + (f" {number}" if number else "")
+        title += f" ({arg})" if arg else ""
+        return ["", *_quote([f"**{title}.**", "", *body]), ""]
+    if name == "prf:proof":
+        return ["", *_quote(["*Proof.*", "", *body, "", "∎"]), ""]
+    if name == "exercise":
+        number = _number_of(block, book, "exercise", page)
+        title = f"Exercise {number}" + (f": {arg}" if arg else "") if number \
+            else f"Exercise {arg}".strip()
+        return ["", f"### {title}", "", *body, ""]
+    if name == "solution":
+        if not solutions:
+            return []
+        label = book.labels.get(arg)
+        return ["", *_quote([f"**Solution to {label.name() if label else arg}.**", "",
+                             *body]), ""]
+    if name in _FIGURES:
+        number = _number_of(block, book, "figure", page)
+        where = ("drawn by the code cell above" if name == "glue:figure"
+                 else f"![{block.options.get('alt', '')}]({arg})")
+        head = f"**Figure {number}.**" if number else "**Figure.**"
+        return ["", f"{head} {_caption(body)} *({where})*" if name == "glue:figure"
+                else f"{where}\n\n{head} {_caption(body)}", ""]
+    if name in _EQUATIONS:
+        number = _number_of(block, book, "equation", page)
+        if name == "math":
+            tag = [f"\\tag{{{number}}}"] if number else []
+            return ["", "$$", *body, *tag, "$$", ""]
+        shown = f"Equation ({number})" if number else "The equation"
+        return ["", f"*{shown} is shown in the output of the code cell above.*", ""]
+    if name in ("glue", "glue:any"):
+        return ["", f"*(`{arg}` is shown in the output of the code cell above.)*", ""]
+    if name in ("code-block", "code", "sourcecode"):
+        return ["```" + arg, *block.body, "```"]
+    if name == "glossary":
+        return _glossary(body)
+    if name == "nb-exec-table":
+        return ["", "*(The table of execution times is on the book's website.)*", ""]
+    if name in ("bibliography", "toctree", "tableofcontents"):
+        return []
+    title = arg or name.split(":")[-1].capitalize()
+    return ["", *_quote([f"**{title}**", "", *body]), ""]
+
+
+def _glossary(body: list[str]) -> list[str]:
+    out = []
+    for line in body:
+        if line.strip() and not line[0].isspace():
+            out.append(f"- **{line.strip()}**:")
+        elif line.strip() and out:
+            out[-1] += f" {line.strip()}"
+    return ["", *out, ""]
+
+
+def _role(name: str, body: str, book: Book, page: str) -> str:
+    explicit = _EXPLICIT.match(body)
+    text, key = (explicit.group("text"), explicit.group("target")) if explicit \
+        else (None, body.strip())
+    if name in ("numref", "ref", "prf:ref", "eq"):
+        target = book.labels.get(key)
+        if target is None:
+            return text or key
+        if name == "numref" and text:
+            return text.replace("%s", target.number or "").replace("{number}",
+                                                                  target.number or "")
+        words = text or target.name()
+        if not text and target.number and target.page != page and target.page[:2].isdigit():
+            words += f" of chapter {int(target.page[:2])}"
+        return words
+    if name == "doc":
+        stem = key.rstrip("/").split("/")[-1]
+        words = text or book.titles.get(stem, stem)
+        return f"[{words}]({stem}.ipynb)" if stem in book.notebooks else f"*{words}*"
+    if name.startswith("cite"):
+        return cite([k.strip() for k in key.split(",")], book, textual=name in (
+            "cite:t", "cite:ts", "cite:ct"))
+    if name.startswith("glue"):
+        return f"`{key.split(':')[0].strip()}`"
+    if name == "math":
+        return f"${body}$"
+    return text or key
+
+
+# --- citations ----------------------------------------------------------------------------
+
+def read_references(bibfile: Path) -> dict[str, dict]:
+    """``{key: {"authors": [last names], "year": ..., "entry": formatted text}}``."""
+    from pybtex.database import parse_file
+    from pybtex.richtext import Text
+
+    def plain(value: str) -> str:
+        return Text.from_latex(value).render_as("text") if value else ""
+
+    refs = {}
+    for key, entry in parse_file(str(bibfile)).entries.items():
+        people = entry.persons.get("author") or entry.persons.get("editor") or []
+        last = [plain(" ".join(p.last_names)) for p in people]
+        full = [plain(" ".join(p.last_names)) + ", " + " ".join(
+            n[0] + "." for n in p.first_names + p.middle_names if n) for p in people]
+        fields = {k.lower(): plain(v) for k, v in entry.fields.items()}
+        year = fields.get("year", "n.d.")
+        venue = next((fields[k] for k in ("journal", "booktitle", "publisher", "howpublished",
+                                          "school", "institution") if fields.get(k)), "")
+        parts = [f"{'; '.join(full) or key} ({year}). {fields.get('title', '')}."]
+        if venue:
+            parts.append(f"*{venue}*" + (f" {fields['volume']}" if fields.get("volume") else "")
+                         + (f", {fields['pages']}" if fields.get("pages") else "") + ".")
+        if fields.get("eprint"):
+            parts.append(f"arXiv:{fields['eprint']}.")
+        elif fields.get("doi"):
+            parts.append(f"doi:{fields['doi']}.")
+        elif fields.get("url"):
+            parts.append(fields["url"])
+        refs[key] = {"authors": last, "year": year, "entry": " ".join(parts)}
+    return refs
+
+
+def _author_year(key: str, book: Book) -> tuple[str, str]:
+    ref = book.references.get(key)
+    if ref is None:
+        return key, ""
+    names = ref["authors"]
+    who = (names[0] if len(names) == 1 else " and ".join(names) if len(names) == 2
+           else f"{names[0]} et al." if names else key)
+    return who, ref["year"]
+
+
+def cite(keys: list[str], book: Book, textual: bool = False) -> str:
+    """Author–year citation of ``keys``: ``(Watson, 1964)`` or, textual, ``Watson (1964)``."""
+    pairs = [_author_year(k, book) for k in keys]
+    if textual:
+        return "; ".join(f"{who} ({year})" if year else who for who, year in pairs)
+    return "(" + "; ".join(f"{who}, {year}" if year else who for who, year in pairs) + ")"
+
+
+def references_cell(markdown: str, book: Book) -> str:
+    """A "References" section listing the works ``markdown`` cites (raw MyST), or ``""``."""
+    keys = {k.strip() for m in _ROLE.finditer(markdown) if m.group("name").startswith("cite")
+            for k in m.group("body").split(",")}
+    entries = sorted(book.references[k]["entry"] for k in keys if k in book.references)
+    return "## References\n\n" + "\n".join(f"- {e}" for e in entries) if entries else ""
+
+
+# --- the book and its reader notebooks ----------------------------------------------------
+
+def toc_pages(book_root: Path) -> list[Path]:
+    """Every page of ``_toc.yml`` (root first), as paths to their ``.md`` sources."""
+    import yaml
+
+    toc_file = Path(book_root) / "_toc.yml"
+    if not toc_file.is_file():
+        raise ValueError(f"book_root must hold the book's _toc.yml; not found: {toc_file}")
+    toc = yaml.safe_load(toc_file.read_text(encoding="utf-8"))
+    files = [toc["root"]] + [c["file"] for part in toc.get("parts", [])
+                             for c in part.get("chapters", [])]
+    return [Path(book_root) / f"{f}.md" for f in files if (Path(book_root) / f"{f}.md").is_file()]
+
+
+def read_book(book_root: Path) -> Book:
+    """Labels, titles and references of the whole book at ``book_root``."""
+    import yaml
+
+    from .teach import chapter_sources
+
+    book_root = Path(book_root)
+    book = Book(notebooks={p.stem for p in chapter_sources(book_root)})
+    for path in toc_pages(book_root):
+        text = path.read_text(encoding="utf-8")
+        book.titles[path.stem] = page_title(text)
+        for label, target in page_labels(text, path.stem).items():
+            book.labels.setdefault(label, target)
+    config = yaml.safe_load((book_root / "_config.yml").read_text(encoding="utf-8")) \
+        if (book_root / "_config.yml").is_file() else {}
+    for bib in (config or {}).get("bibtex_bibfiles", []):
+        book.references.update(read_references(book_root / bib))
+    return book
+
+
+def reader_notebook(source: Path, book: Book, solutions: bool = False):
+    """The reader edition of the chapter at ``source`` (an nbformat notebook).
+
+    Markdown made plain (:func:`plain_markdown`), glued values shown where they are
+    computed, solution cells replaced by an empty ``answer = None`` cell (kept when
+    ``solutions``), instructor-only cells dropped, and a references cell at the end.
+    """
+    import jupytext
+    import nbformat
+
+    from .teach import INSTRUCTOR_TAG, SOLUTION_TAG, STUB, show_glued
+
+    source = Path(source)
+    raw = source.read_text(encoding="utf-8")
+    nb = show_glued(jupytext.reads(raw, fmt="md:myst"))
+    cells = []
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if INSTRUCTOR_TAG in tags and not solutions:
+            continue
+        if cell.cell_type == "markdown":
+            cell.source = plain_markdown(cell.source, book, source.stem, solutions)
+            if not cell.source.strip():
+                continue
+        elif cell.cell_type == "code" and SOLUTION_TAG in tags and not solutions:
+            cell.source = STUB
+            cell.metadata["tags"] = [t for t in tags if t not in (SOLUTION_TAG, "remove-cell")]
+        cells.append(cell)
+    refs = references_cell(raw, book)
+    if refs:
+        cell = nbformat.v4.new_markdown_cell(refs)
+        cell.metadata[READER_KEY] = True
+        cells.append(cell)
+    nb.cells = cells
+    nb.metadata.pop("jupytext", None)
+    nb.metadata["mhacore_edition"] = "instructor" if solutions else "reader"
+    return nb
+
+
+def reader_notebooks(book_root: Path, solutions: bool = False) -> dict:
+    """``{chapter stem: reader notebook}`` for every numbered chapter of the book."""
+    from .teach import chapter_sources
+
+    book = read_book(book_root)
+    return {s.stem: reader_notebook(s, book, solutions) for s in chapter_sources(book_root)}
+
+
+def write_readers(out: Path, book_root: Path = Path("."), make_zip: bool = False,
+                  force: bool = False) -> Path:
+    """Write the reader notebooks of every chapter into ``out`` (a new or empty folder, or
+    one written before: :mod:`mhacore._outdir`); return the folder, or the archive when
+    ``make_zip``."""
+    import nbformat
+
+    from . import _outdir
+
+    notebooks = reader_notebooks(book_root)
+    if not notebooks:
+        raise ValueError(f"book_root must hold _toc.yml and MyST chapters; none in {book_root}")
+    target = _outdir.prepare(Path(out), force=force, make_zip=make_zip)
+    for stem, nb in notebooks.items():
+        nbformat.write(nb, target.folder / f"{stem}.ipynb")
+    return _outdir.finish(target)
