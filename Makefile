@@ -8,12 +8,17 @@
 #   make lab-instructor instructors: JupyterLab on the chapters, solutions included
 # The Chinese edition (tools/i18n.py): `make translations` after an English change,
 # `make book-zh` after `make book` (it reuses the English build's executed notebooks).
+# And:
+#   make pdf    the whole book as one PDF, _build/pdf/book.pdf (installs TeX Live if missing)
+#   make format reformat the chapters' code cells (ruff, 80 columns)
+# Every build executes each chapter at most once, into the jupyter-cache _build/.jupyter_cache
+# (book/_ext/editions.py), and every edition reads the outputs from there.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book book-student lab lab-instructor test clean translations book-zh translation-stats
+.PHONY: book book-student lab lab-instructor test pdf format clean translations book-zh translation-stats
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -68,6 +73,17 @@ book-zh: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+pdf: $(STAMP)
+	.ci/install-debian pdf
+	$(BIN)/jupyter-book build -W -n --keep-going --builder pdflatex .
+	mkdir -p _build/pdf
+	cp _build/latex/book.pdf _build/pdf/book.pdf
+	if [ -d _build/html ]; then cp _build/pdf/book.pdf _build/html/book.pdf; fi
+	@echo "The book as a PDF: $(CURDIR)/_build/pdf/book.pdf"
+
+format: $(STAMP)
+	$(BIN)/python -m mhacore.chapter_format book/[0-9][0-9]-*.md
 
 clean:
 	rm -rf _build

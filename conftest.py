@@ -46,6 +46,7 @@ except ImportError:  # without nbval or jupytext there is nothing to hand chapte
 
 # --- the strict build, shared by the build test and the browser tests --------------------
 
+import os
 import subprocess
 import sys
 
@@ -53,13 +54,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent
 BUILD_COMMAND = ["build", "-W", "-n", "--keep-going", "--all"]
+CACHE_ENV = "MHACORE_BOOK_CACHE"  # read by book/_ext/editions.py
 
 
-def jupyter_book(*args, cwd=None, timeout=1500):
-    """Run the venv's ``jupyter-book`` with ``args``; return the completed process."""
+def jupyter_book(*args, cwd=None, timeout=1500, cache=None):
+    """Run the venv's ``jupyter-book`` with ``args``; return the completed process.
+
+    ``cache`` is the jupyter-cache folder the build executes into and reads from."""
     exe = Path(sys.executable).with_name("jupyter-book")
+    env = dict(os.environ)
+    if cache is not None:
+        env[CACHE_ENV] = str(cache)
     return subprocess.run([str(exe), *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env=env)
 
 
 @pytest.fixture(scope="session")
@@ -69,11 +76,19 @@ def book_tools():
 
 
 @pytest.fixture(scope="session")
-def strict_build(tmp_path_factory):
+def book_cache(tmp_path_factory):
+    """The one jupyter-cache of this test session: the strict build executes every chapter
+    into it, and every other edition built by the tests (PDF, ...) reads it."""
+    return tmp_path_factory.mktemp("jupyter-cache")
+
+
+@pytest.fixture(scope="session")
+def strict_build(tmp_path_factory, book_cache):
     """Build the whole book strictly into a temporary folder, once per session.
 
-    Returns ``(process, html_dir)``; the tests decide what counts as failure.
+    Returns ``(process, html_dir)``; the tests decide what counts as failure. Other
+    editions can be built beside it, in ``html_dir.parent``, from ``book_cache``.
     """
     out = tmp_path_factory.mktemp("strict-build")
-    proc = jupyter_book(*BUILD_COMMAND, "--path-output", out, ROOT)
+    proc = jupyter_book(*BUILD_COMMAND, "--path-output", out, ROOT, cache=book_cache)
     return proc, out / "_build" / "html"

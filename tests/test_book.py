@@ -84,21 +84,3 @@ def test_failing_cell_fails_the_test_run(failing_book):
     assert proc.returncode == 1, log[-3000:]
     assert "deliberate failure in a chapter cell" in log
     assert "1 failed, 1 passed" in log
-
-
-def test_downloaded_notebooks_run_from_the_environment(strict_build, tmp_path):
-    """The site's .ipynb download of every chapter executes top to bottom, as a reader's
-    copy would: in a folder of its own, with only the installed environment."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    proc, html = strict_build
-    assert proc.returncode == 0
-    downloads = sorted((html / "_sources" / "book").glob("0*.ipynb"))
-    assert len(downloads) >= 5
-    for path in downloads:
-        nb = nbformat.read(path, as_version=4)
-        NotebookClient(nb, timeout=300, kernel_name="python3",
-                       resources={"metadata": {"path": str(tmp_path)}}).execute()
-        errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-        assert not errors, path.name

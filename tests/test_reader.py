@@ -1,0 +1,118 @@
+"""Reader notebooks: plain Markdown with the site's numbers, no solutions, and the site's
+``.ipynb`` download of every chapter is exactly the reader notebook, which runs top to
+bottom in a plain kernel and shows every figure the site shows."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from mhacore.reader import (Book, cite, page_labels, plain_markdown, read_book,
+                            reader_notebooks, write_readers)
+from mhacore.teach import STUB, chapter_sources
+
+ROOT = Path(__file__).resolve().parents[1]
+LEFTOVER_MYST = re.compile(r"\{glue|:::\{|```\{|\{numref\}|\{cite|\{prf:|\{ref\}|\{doc\}|\{eq\}"
+                           r"|^\([\w-]+\)=\s*$", re.M)
+CHAPTERS = [s.stem for s in chapter_sources(ROOT)]
+
+
+def markdown_of(nb) -> str:
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+
+
+@pytest.fixture(scope="module")
+def readers():
+    return reader_notebooks(ROOT)
+
+
+def test_converter_numbers_labels_like_the_site():
+    text = ("(sec-a)=\n## Start\n\n{numref}`fig-b` and {numref}`Panel %s <fig-b>`, "
+            "{prf:ref}`thm-c`, {eq}`eq-d`, {ref}`sec-a`.\n\n```{glue:figure} fig-a\n"
+            ":name: fig-a\n\nFirst.\n```\n\n```{glue:figure} fig-b\n:name: fig-b\n\nSecond.\n"
+            "```\n\n:::{prf:theorem} Big\n:label: thm-c\n\nHolds.\n:::\n\n$$\nx = 1\n$$ (eq-d)\n")
+    book = Book(labels=page_labels(text, "03-x"))
+    out = plain_markdown(text, book, "03-x")
+    assert "Figure 2 and Panel 2, Theorem 1, (1), Start." in out
+    assert "**Figure 1.** First." in out and "> **Theorem 1 (Big).**" in out
+    assert "\\tag{1}" in out and not LEFTOVER_MYST.search(out)
+    # a label on another page names its chapter
+    assert plain_markdown("{prf:ref}`thm-c`", book, "05-y") == "Theorem 1 of chapter 3"
+
+
+def test_exercises_become_headings_and_solutions_go():
+    text = ("```{exercise} 2.1 Sum it\n:label: ex-2-1\n:nonumber:\n\nAdd.\n```\n\n"
+            "```{solution} ex-2-1\n:class: dropdown\n\nIt is 4.\n```\n\n"
+            "```{exercise} Count\n:label: ex-b\n\nCount.\n```\n")
+    book = Book(labels=page_labels(text, "02-x"))
+    reader = plain_markdown(text, book, "02-x")
+    assert "### Exercise 2.1 Sum it" in reader and "### Exercise 1: Count" in reader
+    assert "It is 4" not in reader
+    assert "It is 4" in plain_markdown(text, book, "02-x", solutions=True)
+
+
+def test_citations_are_author_year():
+    book = read_book(ROOT)
+    assert cite(["nadaraya1964", "watson1964"], book) == "(Nadaraya, 1964; Watson, 1964)"
+    assert cite(["vaswani2017"], book, textual=True) == "Vaswani et al. (2017)"
+
+
+def test_reader_notebooks_are_plain_and_hold_no_solution(readers):
+    assert sorted(readers) == sorted(CHAPTERS) and len(CHAPTERS) >= 5
+    for stem, nb in readers.items():
+        text = markdown_of(nb)
+        assert not LEFTOVER_MYST.search(text), (stem, LEFTOVER_MYST.search(text).group(0))
+        assert "{solution}" not in text and "Solution to" not in text, stem
+        assert "solution" not in json.dumps([c.metadata for c in nb.cells]), stem
+        assert "instructor-only" not in json.dumps([c.metadata for c in nb.cells]), stem
+        if "{cite" in (ROOT / "book" / f"{stem}.md").read_text(encoding="utf-8"):
+            assert nb.cells[-1].source.startswith("## References"), stem
+
+
+def site_figures(page: Path) -> int:
+    """Figures a built chapter page shows (numbered captions of figures)."""
+    return len(re.findall(r'caption-number">Fig\. \d+', page.read_text(encoding="utf-8")))
+
+
+def test_site_download_is_the_reader_notebook_and_runs(strict_build, tmp_path):
+    """Every chapter's .ipynb download on the site equals ``teach reader``'s notebook, runs
+    top to bottom in a plain kernel in a folder of its own, shows at least as many
+    images as the page has figures, and its self-checks say "Your turn"."""
+    from nbclient import NotebookClient
+
+    proc, html = strict_build
+    assert proc.returncode == 0
+    written = write_readers(tmp_path / "reader", ROOT)
+    counts = {}
+    for stem in CHAPTERS:
+        download = html / "_sources" / "book" / f"{stem}.ipynb"
+        page = (html / "book" / f"{stem}.html").read_text(encoding="utf-8")
+        assert f'_sources/book/{stem}.ipynb"' in page, f"{stem}: no .ipynb download"
+        assert download.read_bytes() == (written / f"{stem}.ipynb").read_bytes(), stem
+        nb = nbformat.read(download, as_version=4)
+        has_stub = any(c.cell_type == "code" and c.source == STUB for c in nb.cells)
+        NotebookClient(nb, timeout=300, kernel_name="python3",
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+        outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+        errors = [o for o in outputs if o.get("output_type") == "error"]
+        assert not errors, (stem, errors[:1])
+        images = sum("image/png" in o.get("data", {}) for o in outputs)
+        figures = site_figures(html / "book" / f"{stem}.html")
+        counts[stem] = (figures, images)
+        assert images >= figures, f"{stem}: {images} images, {figures} figures on the site"
+        if has_stub:
+            text = json.dumps(outputs)
+            assert "Your turn" in text and "Correct" not in text, stem
+    print("figures on the site / images in the reader notebook:", counts)
+
+
+def test_command_line_writes_the_reader_edition(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "mhacore", "teach", "reader",
+                           "--out", str(tmp_path / "r"), "--book", str(ROOT)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.stem for p in (tmp_path / "r").glob("*.ipynb")) == sorted(CHAPTERS)
