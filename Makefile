@@ -83,7 +83,7 @@ pdf: $(STAMP)
 	@echo "The book as a PDF: $(CURDIR)/_build/pdf/book.pdf"
 
 format: $(STAMP)
-	$(BIN)/python -m mhacore.chapter_format book/[0-9][0-9]-*.md
+	$(BIN)/python .ci/format_chapters.py book/*.md
 
 clean:
 	rm -rf _build

@@ -79,7 +79,9 @@ def fake_app(tmp_path, mode="cache"):
                              html_theme_options={"repository_url": "https://example.org/a/b",
                                                  "use_repository_button": False,
                                                  "use_issues_button": False},
-                             myst_substitutions={}, release="", version="")
+                             myst_substitutions={}, release="", version="",
+                             html_static_path=[], latex_elements={},
+                             latex_additional_files=[], latex_use_xindy=True)
     return SimpleNamespace(confdir=str(ROOT)), config
 
 

@@ -33,6 +33,14 @@ CACHE_ENV = "MHACORE_BOOK_CACHE"
 REPOSITORY_ENV = "MHACORE_REPOSITORY_URL"
 FINGERPRINT_FILE = "mhacore-fingerprint.txt"
 PDF_NAME = "book.pdf"  # `make pdf` copies the whole-book PDF to the site's root
+HERE = Path(__file__).resolve().parent
+# Characters the PDF's fonts lack, drawn with LaTeX instead (the test reads the log).
+LATEX_PREAMBLE = r"""
+\usepackage{newunicodechar}
+\newunicodechar{✅}{\checkmark}
+\newunicodechar{❌}{\ensuremath{\times}}
+\newunicodechar{ᵀ}{\textsuperscript{T}}
+"""
 
 
 def code_fingerprint(root: Path) -> str:
@@ -94,6 +102,14 @@ def _configure(app, config):
         theme["repository_url"] = url
         theme["use_repository_button"] = theme["use_issues_button"] = True
     theme["extra_footer"] = f'<p class="mhacore-provenance">{stamp}</p>'
+    config.html_static_path = [*config.html_static_path, str(HERE / "static")]
+    # The PDF: makeindex instead of xindy (Debian's TeX Live ships no xindy by default;
+    # the book has no index), a stand-in for the bbm package, and the preamble above.
+    config.latex_use_xindy = False
+    config.latex_additional_files = [*config.latex_additional_files,
+                                     str(HERE / "latex" / "bbm.sty")]
+    config.latex_elements = {**config.latex_elements, "preamble": config.latex_elements.get(
+        "preamble", "") + LATEX_PREAMBLE}
     config.myst_substitutions = {**(config.myst_substitutions or {}),
                                  "repository_url": theme.get("repository_url", "")}
 
@@ -145,6 +161,7 @@ def _readers(app):
 
 
 def setup(app):
+    app.add_css_file("editions.css")
     app.connect("config-inited", _configure, priority=800)
     app.connect("builder-inited", _readers)
     app.connect("html-page-context", _reader_download, priority=500)
