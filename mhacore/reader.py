@@ -43,6 +43,11 @@ _EQUATION = re.compile(r"^\$\$\s*\((?P<label>[^)\s]+)\)\s*$")
 _HEADING = re.compile(r"^#{1,6}\s+(?P<title>.+?)\s*$")
 _EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^>]+)>$", re.S)
 READER_KEY = "mhacore_reader"  # metadata flag of the cells the reader edition adds
+READER_NOTE = (
+    "*Reader edition, for `mhacore` {version}.* Run the cells from the top. Figures and "
+    "equations appear in the output of the cell that computes them; numbers the book "
+    "prints in its text are printed as `key = value`. Each exercise with a self-check "
+    "has a cell `answer = None`: put your answer there, then run the check.")
 
 
 @dataclass(frozen=True)
@@ -407,7 +412,7 @@ def read_references(bibfile: Path) -> dict[str, dict]:
         if venue:
             parts.append(f"*{venue}*" + (f" {fields['volume']}" if fields.get("volume") else "")
                          + (f", {fields['pages']}" if fields.get("pages") else "") + ".")
-        if fields.get("eprint"):
+        if fields.get("eprint") and fields["eprint"] not in " ".join(parts):
             parts.append(f"arXiv:{fields['eprint']}.")
         elif fields.get("doi"):
             parts.append(f"doi:{fields['doi']}.")
@@ -506,6 +511,10 @@ def reader_notebook(source: Path, book: Book, solutions: bool = False):
             cell.source = STUB
             cell.metadata["tags"] = [t for t in tags if t not in (SOLUTION_TAG, "remove-cell")]
         cells.append(cell)
+    if cells and not solutions:
+        note = nbformat.v4.new_markdown_cell(READER_NOTE.format(version=_version()))
+        note.metadata[READER_KEY] = True
+        cells.insert(1, note)
     refs = references_cell(raw, book)
     if refs:
         cell = nbformat.v4.new_markdown_cell(refs)
@@ -515,6 +524,12 @@ def reader_notebook(source: Path, book: Book, solutions: bool = False):
     nb.metadata.pop("jupytext", None)
     nb.metadata["mhacore_edition"] = "instructor" if solutions else "reader"
     return nb
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 def reader_notebooks(book_root: Path, solutions: bool = False) -> dict:

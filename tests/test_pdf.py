@@ -71,7 +71,8 @@ def test_theorems_exercises_figures_and_bibliography(pdf):
 def test_no_unresolved_reference_and_no_missing_glyph(pdf):
     _, text, log = pdf
     assert "??" not in text
-    assert not re.findall(r"LaTeX Warning: (?:Reference|Citation) .* undefined", log)
+    unresolved = r"LaTeX Warning: (?:Hyper reference|Reference|Citation) .* undefined"
+    assert not re.findall(unresolved, log)  # broken internal links and citations
     assert not re.findall(r"Missing character: .*", log)
 
 

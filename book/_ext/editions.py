@@ -34,13 +34,17 @@ REPOSITORY_ENV = "MHACORE_REPOSITORY_URL"
 FINGERPRINT_FILE = "mhacore-fingerprint.txt"
 PDF_NAME = "book.pdf"  # `make pdf` copies the whole-book PDF to the site's root
 HERE = Path(__file__).resolve().parent
-# Characters the PDF's fonts lack, drawn with LaTeX instead (the test reads the log).
-LATEX_PREAMBLE = r"""
-\usepackage{newunicodechar}
-\newunicodechar{✅}{\checkmark}
-\newunicodechar{❌}{\ensuremath{\times}}
-\newunicodechar{ᵀ}{\textsuperscript{T}}
-"""
+# Characters the PDF's text and code fonts (FreeFont's Sans and Mono) lack, taken from
+# FreeSerif, which has them (the PDF test fails on any missing glyph in the LaTeX log).
+FALLBACK_CHARACTERS = "✅❌✓✗ᵀ"
+LATEX_PREAMBLE = "\n".join([
+    r"\usepackage{newunicodechar}", r"\newfontfamily\mhacoresymbols{FreeSerif}",
+    *(rf'\newunicodechar{{{c}}}{{{{\mhacoresymbols\upshape\symbol{{"{ord(c):04X}}}}}}}'
+      for c in FALLBACK_CHARACTERS)]) + "\n"
+
+
+# Package modules that write editions and compute nothing a chapter shows.
+EDITION_MODULES = {"mhacore/reader.py", "mhacore/teach.py"}
 
 
 def code_fingerprint(root: Path) -> str:
@@ -48,6 +52,7 @@ def code_fingerprint(root: Path) -> str:
     digest = hashlib.sha256()
     files = sorted([*root.glob("mhacore/**/*.py"), *root.glob("reports/**/*"),
                     root / "requirements.txt"])
+    files = [p for p in files if p.relative_to(root).as_posix() not in EDITION_MODULES]
     for path in files:
         if path.is_file():
             digest.update(path.relative_to(root).as_posix().encode())
@@ -129,6 +134,27 @@ def _pdf_button(app, pagename, templatename, context, doctree):
                             "icon": "fas fa-file-pdf", "label": "download-book-pdf-button"})
 
 
+def _exercise_targets(app, doctree, docname):
+    """In the PDF, give every exercise the label that references to it point at.
+
+    sphinx-exercise labels an exercise ``exercise:LABEL`` in LaTeX, while ``{ref}`` links
+    to ``PAGE:LABEL``; without this every link to an exercise is broken in the PDF."""
+    if app.builder.format != "latex":
+        return
+    from docutils import nodes
+    from sphinx import addnodes
+    from sphinx_exercise.nodes import exercise_enumerable_node, exercise_node
+
+    for start in doctree.findall(addnodes.start_of_file):
+        for node in list(start.findall(lambda n: isinstance(
+                n, (exercise_node, exercise_enumerable_node)))):
+            label = node.attributes.get("label")
+            if label:
+                target = rf"\phantomsection\label{{\detokenize{{{start['docname']}:{label}}}}}"
+                node.parent.insert(node.parent.index(node), nodes.raw("", target,
+                                                                      format="latex"))
+
+
 def _reader_download(app, pagename, templatename, context, doctree):
     """Serve the reader notebook as this chapter's ``.ipynb`` download."""
     notebook = app.mhacore_readers.get(pagename)
@@ -167,4 +193,5 @@ def setup(app):
     app.connect("html-page-context", _reader_download, priority=500)
     app.connect("html-page-context", _pdf_button, priority=600)
     app.connect("build-finished", _write_readers)
+    app.connect("doctree-resolved", _exercise_targets)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
