@@ -520,6 +520,8 @@ def reader_notebook(source: Path, book: Book, solutions: bool = False):
         cell = nbformat.v4.new_markdown_cell(refs)
         cell.metadata[READER_KEY] = True
         cells.append(cell)
+    for i, cell in enumerate(cells):
+        cell.id = f"{source.stem[:40]}-{i:03d}"  # the same file from every run
     nb.cells = cells
     nb.metadata.pop("jupytext", None)
     nb.metadata["mhacore_edition"] = "instructor" if solutions else "reader"

@@ -365,6 +365,8 @@ def broken_links(site: Path, pages: list[str], *, other_edition: bool = False) -
                       if parts.path else path)
             if os.path.isdir(target):
                 target = os.path.join(target, "index.html")
+            if target == os.path.normpath(os.path.join(str(site), "book.pdf")):
+                continue  # the whole-book PDF: `make pdf` puts it there (tests/test_pdf.py)
             if not os.path.exists(target):
                 broken.append(f"{name}: {link}")
             elif parts.fragment and target.endswith(".html"):

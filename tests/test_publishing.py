@@ -114,12 +114,15 @@ def test_every_page_carries_version_commit_and_date(strict_build):
 
     proc, html = strict_build
     assert proc.returncode == 0
-    pages = [p for p in html.rglob("*.html") if "_static" not in p.parts
-             and "_sources" not in p.parts]
+    from mhacore.reader import toc_pages
+
+    pages = [html / p.relative_to(ROOT).with_suffix(".html") for p in toc_pages(ROOT)]
     stamp = re.compile(rf"mhacore {re.escape(__version__)} · commit \w+\+? · built "
                        r"\d{4}-\d\d-\d\d")
     assert len(pages) >= 5
     assert not [p.name for p in pages if not stamp.search(p.read_text(encoding="utf-8"))]
+    pdf_link = re.compile(r'href="(?:\.\./)*book\.pdf"')  # the download menu's book PDF
+    assert not [p.name for p in pages if not pdf_link.search(p.read_text(encoding="utf-8"))]
     assert (html / "CHANGELOG.html").is_file()
     changelog = (html / "CHANGELOG.html").read_text(encoding="utf-8")
     assert "Keep a Changelog" in changelog and "Unreleased" in changelog
