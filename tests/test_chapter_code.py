@@ -46,3 +46,16 @@ def test_formatter_changes_only_code():
     assert new == text.replace("x=[1,\n 2]\n", "x = [1, 2]\n") and not skipped
     bad = "```{code-cell} ipython3\n%timeit f()\n```\n"
     assert format_chapters.format_chapter(bad) == (bad, [": %timeit f()"])
+
+
+def test_long_comments_and_strings_are_fitted_without_changing_the_code():
+    import ast
+
+    long_words = " ".join(["word"] * 30)
+    code = (f"# {long_words}\n"
+            f"x = 1  # {long_words}\n"
+            f'print(\n    f"{{x}} {long_words}",\n)\n')
+    fitted = format_chapters.fit_long_lines(code)
+    assert max(len(line) for line in fitted.splitlines()) <= LIMIT
+    assert ast.dump(ast.parse(fitted)) == ast.dump(ast.parse(code))
+    assert fitted.count("x = 1") == 1 and fitted.count("word") == 90
