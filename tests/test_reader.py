@@ -104,6 +104,10 @@ def test_site_download_is_the_reader_notebook_and_runs(strict_build, tmp_path):
         figures = site_figures(html / "book" / f"{stem}.html")
         counts[stem] = (figures, images)
         assert images >= figures, f"{stem}: {images} images, {figures} figures on the site"
+        equations = (ROOT / "book" / f"{stem}.md").read_text(encoding="utf-8").count(
+            "{glue:math}")
+        shown = sum("text/latex" in o.get("data", {}) for o in outputs)
+        assert shown >= equations, f"{stem}: {shown} of {equations} glued equations shown"
         if has_stub:
             text = json.dumps(outputs)
             assert "Your turn" in text and "Correct" not in text, stem
