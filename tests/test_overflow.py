@@ -2,11 +2,9 @@
 screen at 1280 px or printed on A4 paper (print media, 794 px: A4's 210 mm at 96 px per
 inch). Playwright drives Debian's Chromium; the test is skipped when either is missing."""
 
-from pathlib import Path
-
 import pytest
 
-from browser import chromium_path, serve
+from browser import chromium_path, serve, site_pages
 
 try:
     from playwright.sync_api import sync_playwright
@@ -63,21 +61,14 @@ def overflowing(urls: list[str], viewport: dict, media: str) -> dict[str, list[s
     return found
 
 
-def site_pages(html: Path) -> list[str]:
-    """Every page of the site with content (not the root's redirect)."""
-    skip = {"_static", "_sources", "_images", "_sphinx_design_static"}
-    return sorted(str(p.relative_to(html)) for p in html.rglob("*.html")
-                  if not skip & set(p.relative_to(html).parts)
-                  and 'http-equiv="refresh"' not in p.read_text(encoding="utf-8").lower())
-
-
 @pytest.fixture(scope="module")
 def served(strict_build):
     proc, html = strict_build
     if proc.returncode != 0:
         pytest.fail("the strict build failed; see test_strict_build_has_no_warnings")
     with serve(html) as base:
-        yield [f"{base}/{page}" for page in site_pages(html)]
+        yield [f"{base}/{page}" for page in site_pages(html)
+               if 'http-equiv="refresh"' not in (html / page).read_text().lower()]
 
 
 @needs_browser
