@@ -251,7 +251,7 @@ def plain_markdown(markdown: str, book: Book | None = None, page: str = "",
     Examples
     --------
     >>> text = ":::{prf:theorem} Rate\\n:label: thm-r\\n\\nIt holds {cite}`k`.\\n:::"
-    >>> print(plain_markdown(text, Book(labels=page_labels(text, "01-a"))))
+    >>> print(plain_markdown(text, Book(labels=page_labels(text, "01-a")), "01-a"))
     > **Theorem 1 (Rate).**
     >
     > It holds (k).
@@ -383,6 +383,10 @@ def _role(name: str, body: str, book: Book, page: str) -> str:
             "cite:t", "cite:ts", "cite:ct"))
     if name.startswith("glue"):
         return f"`{key.split(':')[0].strip()}`"
+    if name == "exec-time":  # a page's run time, which only the site's build knows
+        from .teach import EXEC_TIME_TEXT
+
+        return EXEC_TIME_TEXT
     if name == "math":
         return f"${body}$"
     return text or key
