@@ -178,8 +178,10 @@ def _write_readers(app, exception):
 
 def _readers(app):
     app.mhacore_readers = {}
-    if app.builder.format != "html":
-        return
+    theme = app.config.html_theme_options
+    if app.builder.format != "html" or not app.config.html_copy_source \
+            or not theme.get("use_download_button", True):
+        return  # an edition without downloads (the student site) gets none from here
     from mhacore.reader import reader_notebooks
 
     root = Path(app.confdir)
