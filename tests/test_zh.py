@@ -167,7 +167,7 @@ def english_html(strict_build):
 
 
 @pytest.fixture(scope="module")
-def editions(english_html, tmp_path_factory):
+def editions(english_html, tmp_path_factory, book_cache):
     """Both editions as published: the English site, and the Chinese one in its ``zh/``.
 
     Returns ``(process, site)``. The English pages are linked in, not copied; the zh build
@@ -179,7 +179,8 @@ def editions(english_html, tmp_path_factory):
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "i18n.py"), "html",
                            "--out", str(site / "zh"), "--english-root",
                            str(english_html.parent.parent)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=1500)
+                          cwd=ROOT, capture_output=True, text=True, timeout=1500,
+                          env=dict(os.environ, MHACORE_BOOK_CACHE=str(book_cache)))
     return proc, site
 
 

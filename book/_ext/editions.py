@@ -5,8 +5,8 @@ repository) goes through ``_config.yml`` and this extension, which reads a few
 environment variables at build time:
 
 ``MHACORE_BOOK_CACHE``
-    The jupyter-cache folder holding the executed chapters (default
-    ``<repository>/_build/.jupyter_cache``). Each chapter is executed once per state of
+    The jupyter-cache folder holding the executed chapters (else the path the build is
+    given, else ``<repository>/_build/.jupyter_cache``, also for ``--path-output``). Each chapter is executed once per state of
     the code and every edition reads its outputs. The cache remembers a fingerprint of
     the package, ``requirements.txt`` and ``reports/``; when they change it is emptied,
     so no edition shows numbers computed by older code.
@@ -93,7 +93,10 @@ def provenance(root: Path) -> dict[str, str]:
 
 def _configure(app, config):
     root = Path(app.confdir)
-    cache = Path(os.environ.get(CACHE_ENV) or root / "_build" / ".jupyter_cache")
+    # the variable, else a path given to this build (tools/i18n.py passes the English
+    # build's), else the repository's _build/.jupyter_cache, whatever --path-output says
+    cache = Path(os.environ.get(CACHE_ENV) or config.nb_execution_cache_path
+                 or root / "_build" / ".jupyter_cache")
     if config.nb_execution_mode == "cache":
         config.nb_execution_cache_path = str(prepare_cache(cache.resolve(),
                                                            code_fingerprint(root)))
