@@ -310,10 +310,12 @@ def print_to_pdf(url: str, pdf: Path, timeout: float = 120.0) -> Path:
 # --- links over the built HTML (no browser needed) ----------------------------------------
 
 def site_pages(html: Path) -> list[str]:
-    """Every page of the site, as paths relative to its root."""
+    """Every page of the site, as paths relative to its root (not the root's redirect to
+    the first page, whose favicon request races the redirect)."""
     skip = {"_static", "_sources", "_images", "_sphinx_design_static"}
     return sorted(str(p.relative_to(html)) for p in html.rglob("*.html")
-                  if not skip & set(p.relative_to(html).parts))
+                  if not skip & set(p.relative_to(html).parts)
+                  and 'http-equiv="refresh"' not in p.read_text(encoding="utf-8").lower())
 
 
 class _LinksAndIds(HTMLParser):

@@ -132,7 +132,10 @@ def _pdf_button(app, pagename, templatename, context, doctree):
                   len(buttons))
         if at < len(buttons):
             buttons[at].update(text="print this page", tooltip="Print this page")
-        buttons.insert(at, {"type": "link", "url": context["pathto"](PDF_NAME, 1),
+        url = context["pathto"](PDF_NAME, 1)
+        if not (app.config.language or "en").startswith("en"):
+            url = f"../{url}"  # a translation is published in a folder of the English site
+        buttons.insert(at, {"type": "link", "url": url,
                             "text": "book (.pdf)", "tooltip": "The whole book as one PDF",
                             "icon": "fas fa-file-pdf", "label": "download-book-pdf-button"})
 
