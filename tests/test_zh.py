@@ -33,7 +33,6 @@ from tools.i18n import CATALOG_DIR, catalog_stats, markup, markup_differences  #
 NOT_YET_TRANSLATED = {
     "book/06-heads-and-width",
     "book/course",
-    "CHANGELOG",  # new page (editions)
 }
 CATALOGS = sorted(CATALOG_DIR.rglob("*.po"))
 PAGES = sorted(catalog_stats())
