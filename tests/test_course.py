@@ -92,8 +92,10 @@ def test_lab_has_jupytext_and_myst_pinned_and_installed():
 
 
 def _make_dry_run(target):
-    proc = subprocess.run(["make", "-n", "-W", "requirements.txt", target], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    # --no-print-directory: under `make test` this make is nested and would otherwise end
+    # its output with "Leaving directory"
+    proc = subprocess.run(["make", "--no-print-directory", "-n", "-W", "requirements.txt",
+                           target], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().split("\n")[-1], proc.stdout
 
