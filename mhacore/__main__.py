@@ -295,6 +295,8 @@ def sweep(argv: list[str]) -> int:
     parser.add_argument("--blocks", type=int, help="override the number of blocks")
     parser.add_argument("--block-size", type=int, help="override designs per block")
     parser.add_argument("--m", type=int, help="override queries per design")
+    parser.add_argument("--p", type=int,
+                        help="override the dimension of keys and queries (>= every D)")
     parser.add_argument("--seed", type=_seed_arg, default=20260521)
     parser.add_argument("--device", type=_device_arg, default="cpu",
                         help="cpu or cuda (each rank takes its LOCAL_RANK's GPU)")
@@ -307,7 +309,8 @@ def sweep(argv: list[str]) -> int:
         parser.error("--resume needs --out")
     _check_out(parser, args.out)
     overrides = {"budgets": args.budgets, "n_values": args.n_values,
-                 "blocks": args.blocks, "block_size": args.block_size, "m": args.m}
+                 "blocks": args.blocks, "block_size": args.block_size, "m": args.m,
+                 "p": args.p}
     try:
         report = sweeps.run_sweep(args.size, seed=args.seed, device=args.device,
                                   out=args.out, resume=args.resume,

@@ -27,20 +27,22 @@ import torch
 
 from . import distributed
 from ._validation import check_int, check_positive
-from .theorems.ch06_heads_width import signal
+from .theorems.ch06_heads_width import block_heads, signal
 
 __all__ = ["SIZES", "load_report", "splits", "block_risks", "plan_units", "unit_key",
            "run_sweep", "risk_table", "summarise", "format_summary", "best_width",
            "fit_exponents", "law_predictions"]
 
-#: Sweep sizes: budgets, sample sizes, blocks of designs, designs per block, queries.
+#: Sweep sizes: budgets, ambient dimension ``p`` (one for every budget), sample sizes,
+#: blocks of designs, designs per block, queries. The large size's sizes ``n`` are
+#: six per decade from 10 to about 31 600.
 SIZES = {
-    "tiny": dict(budgets=(4, 8), n_values=(20, 200), blocks=3, block_size=2, m=8),
-    "small": dict(budgets=(8, 16, 32), n_values=(30, 300, 3000), blocks=4,
-                  block_size=2, m=16),
-    "large": dict(budgets=(8, 16, 32, 64, 128),
-                  n_values=(10, 30, 100, 300, 1000, 3000, 10000),
-                  blocks=8, block_size=4, m=32),
+    "tiny": dict(budgets=(4, 8), p=8, n_values=(20, 200), blocks=3, block_size=2, m=8),
+    "small": dict(budgets=(8, 16, 32), p=32, n_values=(30, 100, 300, 1000, 3000),
+                  blocks=4, block_size=2, m=16),
+    "large": dict(budgets=(8, 16, 32, 64, 128), p=128,
+                  n_values=tuple(int(round(10 ** (k / 6))) for k in range(6, 28)),
+                  blocks=32, block_size=1, m=16),
 }
 PROJECTION_SCALE = 1.5  # chapter 6's grid: c = 1.5, sigma = 3
 SIGMA = 3.0
@@ -68,29 +70,36 @@ def load_report(path=None) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _design(seed, budget, r, n, m):
-    """Rotation (D, D), queries (m, D) and keys (n, D) of design ``r`` at size ``n``."""
-    g = distributed.replicate_rng(seed, budget, r)
-    rotation = np.linalg.qr(g.standard_normal((budget, budget)))[0]  # (D, D)
-    queries = g.standard_normal((m, budget))  # (m, D), shared by every n
-    keys = distributed.replicate_rng(seed, budget, r, n).standard_normal((n, budget))
+def _design(seed, r, n, m, p):
+    """Rotation (p, p), queries (m, p) and keys (n, p) of design ``r`` at size ``n``.
+
+    The design does not depend on the budget: every budget ``D <= p`` of design ``r``
+    sees the same data, and only its heads (the first ``D`` columns) differ.
+    """
+    g = distributed.replicate_rng(seed, p, r)
+    rotation = np.linalg.qr(g.standard_normal((p, p)))[0]  # (p, p)
+    queries = g.standard_normal((m, p))  # (m, p), shared by every n
+    keys = distributed.replicate_rng(seed, p, r, n).standard_normal((n, p))  # (n, p)
     return rotation, queries, keys
 
 
-def block_risks(budget, n, designs, *, seed, m, scale=PROJECTION_SCALE, sigma=SIGMA,
-                device="cpu"):
+def block_risks(budget, n, designs, *, seed, m, p=None, scale=PROJECTION_SCALE,
+                sigma=SIGMA, device="cpu"):
     """Squared bias and spread of the uniform ensemble, every split, several designs.
 
-    Head ``h`` of the split ``(H, d_k)`` is ``scale`` times columns ``h d_k .. (h+1)
-    d_k - 1`` of the design's rotation, tied (``W_Q = W_K``), temperature ``√d_k``
-    (chapter 6's :func:`~mhacore.theorems.ch06_heads_width.block_heads`). Conditional
+    Keys and queries live in ``R^p`` whatever the budget, so that only the budget
+    changes between budgets. Head ``h`` of the split ``(H, d_k)`` is ``scale`` times
+    columns ``h d_k .. (h+1) d_k - 1`` of the design's ``p × p`` rotation, tied
+    (``W_Q = W_K``), temperature ``√d_k``: chapter 6's
+    :func:`~mhacore.theorems.ch06_heads_width.block_heads`, as in its
+    :func:`~mhacore.theorems.ch06_heads_width.budget_grid`. Conditional
     on the design, the ensemble's MSE at query ``q`` is ``(w̄ᵀf(K) − f(q))² + σ²‖w̄‖²``
     with ``w̄`` the mean of the heads' weights.
 
     Parameters
     ----------
     budget : int
-        ``D = H·d_k``, also the dimension of keys and queries.
+        ``D = H·d_k`` (at most ``p``).
     n : int
         Number of keys.
     designs : sequence of int
@@ -98,6 +107,8 @@ def block_risks(budget, n, designs, *, seed, m, scale=PROJECTION_SCALE, sigma=SI
     seed : int
     m : int
         Queries per design.
+    p : int, optional
+        Dimension of keys and queries (default ``budget``).
     scale, sigma : float
         Projection scale ``c`` and noise level ``σ``.
     device : str
@@ -116,25 +127,28 @@ def block_risks(budget, n, designs, *, seed, m, scale=PROJECTION_SCALE, sigma=SI
     """
     budget, n, m = (check_int(v, k) for k, v in (("budget", budget), ("n", n),
                                                     ("m", m)))
+    p = budget if p is None else check_int(p, "p")
+    if budget > p:
+        raise ValueError(f"budget must be at most p = {p}; got {budget}")
     scale, sigma = check_positive(scale, "scale"), check_positive(sigma, "sigma")
     widths = splits(budget)
     bias_sq = np.empty((len(widths), len(designs)))
     spread = np.empty_like(bias_sq)
     to = lambda a: torch.as_tensor(a, dtype=torch.float64, device=device)  # noqa: E731
     for j, r in enumerate(designs):
-        rotation, queries, keys = _design(seed, budget, check_int(r, "r", minimum=0),
-                                          n, m)
+        rotation, queries, keys = _design(seed, check_int(r, "r", minimum=0), n, m, p)
         f_keys = to(signal(keys))  # (n,)
         f_queries = to(signal(queries))  # (m,)
-        k_proj = scale * to(keys) @ to(rotation)  # (n, D)
-        q_proj = scale * to(queries) @ to(rotation)  # (m, D)
+        keys, queries = to(keys), to(queries)
         for i, d_head in enumerate(widths):
             heads = budget // d_head
-            k = k_proj.reshape(n, heads, d_head).transpose(0, 1)  # (H, n, d_k)
+            w = to(block_heads(rotation, heads, scale, budget).w_key)  # (H, p, d_k)
+            k = torch.einsum("np,hpk->hnk", keys, w)  # (H, n, d_k)
+            q_proj = torch.einsum("mp,hpk->hmk", queries, w)  # (H, m, d_k)
             step = max(1, CHUNK_LOGITS // (heads * n))
             err, norm = [], []
             for q0 in range(0, m, step):
-                q = q_proj[q0:q0 + step].reshape(-1, heads, d_head).transpose(0, 1)
+                q = q_proj[:, q0:q0 + step]  # (H, mc, d_k)
                 logits = q @ k.transpose(1, 2) / math.sqrt(d_head)  # (H, mc, n)
                 w_bar = torch.softmax(logits, dim=-1).mean(0)  # (mc, n)
                 err.append(w_bar @ f_keys - f_queries[q0:q0 + step])  # (mc,)
@@ -173,7 +187,10 @@ def _settings(size, seed, scale, sigma, overrides):
     s = dict(SIZES[size], **{k: v for k, v in (overrides or {}).items()
                              if v is not None})
     s = dict(s, budgets=[int(b) for b in s["budgets"]],
-             n_values=[int(n) for n in s["n_values"]])
+             n_values=[int(n) for n in s["n_values"]], p=check_int(s["p"], "p"))
+    if max(s["budgets"]) > s["p"]:
+        raise ValueError(f"p must be at least every budget D (the budgets share one "
+                         f"space R^p); got p = {s['p']} and D = {max(s['budgets'])}")
     return dict(s, size=size, seed=check_int(seed, "seed", minimum=0),
                 scale=check_positive(scale, "scale"),
                 sigma=check_positive(sigma, "sigma"))
@@ -267,7 +284,7 @@ def _unit(unit, settings, ctx):
     t0 = time.perf_counter()
     bias_sq, spread = block_risks(budget, n, range(block * size, (block + 1) * size),
                                   seed=settings["seed"], m=settings["m"],
-                                  scale=settings["scale"], sigma=settings["sigma"],
+                                  p=settings["p"], scale=settings["scale"], sigma=settings["sigma"],
                                   device=ctx.device)
     return {"bias_sq": bias_sq.tolist(), "spread": spread.tolist(),
             "seconds": round(time.perf_counter() - t0, 3)}
