@@ -56,6 +56,36 @@ def test_monotone_model_fails_when_the_simulated_errors_are_scaled(error_scale):
     assert abs(m.details["exact_slope"] - m.prediction) <= 1e-12  # the exact part cannot see it
 
 
+def test_monotone_model_lack_of_fit_catches_a_curved_bias_that_keeps_the_slope():
+    """The referee's blind spot: bias² bent by a term orthogonal to (1, HDI) leaves the OLS
+    slope unchanged, so only the lack-of-fit test can fail; at the registered seed the
+    unperturbed model passes it and the bend of curvature 1 (as in the review) fails it."""
+    from mhacore.theorems.ch04_diversity import _monotone_model
+
+    plain = theorems.run("hdi-monotone-model", scale="book")
+    assert plain.passed and plain.details["conditions"] == {"lack-of-fit chi2 <= critical": True}
+    assert plain.details["lack_of_fit_df"] == 9
+    assert plain.details["lack_of_fit_chi2"] <= plain.details["lack_of_fit_critical"]
+    bent = _monotone_model("book", "cpu", theorems.DEFAULT_SEED, curvature=1.0)
+    assert abs(bent.estimate - bent.prediction) <= 4 * bent.standard_error  # the slope cannot see it
+    assert bent.details["lack_of_fit_chi2"] > bent.details["lack_of_fit_critical"]
+    assert bent.conditions == {"lack-of-fit chi2 <= critical": False}
+
+
+def test_the_registry_fails_a_check_whose_lack_of_fit_fails(monkeypatch):
+    import dataclasses
+
+    from mhacore.theorems.ch04_diversity import _monotone_model
+
+    theorem = theorems.REGISTRY["hdi-monotone-model"]
+    bent = dataclasses.replace(theorem, check=lambda scale, device, seed: _monotone_model(
+        scale, device, seed, curvature=1.0))
+    monkeypatch.setitem(theorems.REGISTRY, "hdi-monotone-model", bent)
+    result = theorems.run("hdi-monotone-model", scale="book")
+    assert not result.passed and "lack-of-fit" in result.tolerance_rule
+    assert abs(result.estimate - result.prediction) <= result.tolerance  # slope alone would pass
+
+
 def test_small_angles_reports_worst_absolute_error():
     res = theorems.run("principal-angles-small", scale="book")
     assert res.prediction == 0.0 and 0 <= res.estimate <= 1e-14

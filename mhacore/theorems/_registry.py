@@ -41,6 +41,9 @@ class Measurement:
         The absolute tolerance of rule ``"atol"``; required for that rule.
     details : dict
         Further numbers worth showing (JSON-serialisable scalars, lists, strings).
+    conditions : dict of str to bool
+        Further named tests that must all hold for the check to pass (for example a
+        lack-of-fit test beside a slope); recorded in the result's ``details``.
     """
 
     estimate: float
@@ -49,8 +52,11 @@ class Measurement:
     rule: str = "4se"
     atol: float | None = None
     details: dict = field(default_factory=dict)
+    conditions: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        if not all(isinstance(k, str) and isinstance(v, bool) for k, v in self.conditions.items()):
+            raise TypeError(f"conditions must map names (str) to bool; got {self.conditions!r}")
         if self.rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}; got {self.rule!r}")
         if self.rule == "atol" and (self.atol is None or not self.atol >= 0):
@@ -224,11 +230,15 @@ def run(theorem_id: str, *, scale: str = "book", device: str = "cpu",
         tolerance, rule = 4.0 * m.standard_error, "|estimate - prediction| <= 4 SE"
     else:
         tolerance, rule = float(m.atol), "|estimate - prediction| <= atol"
-    passed = bool(math.isfinite(gap) and gap <= tolerance)
+    passed = bool(math.isfinite(gap) and gap <= tolerance and all(m.conditions.values()))
+    details = dict(m.details)
+    if m.conditions:
+        rule += " and " + " and ".join(m.conditions)
+        details["conditions"] = dict(m.conditions)
     return CheckResult(theorem_id, theorem.title, theorem.chapter, theorem.claim,
                        float(m.estimate), float(m.prediction), float(m.standard_error),
                        float(tolerance), rule, passed, scale, str(device), seed,
-                       round(wall, 3), dict(m.details))
+                       round(wall, 3), details)
 
 
 def run_checks(theorem_ids=None, *, scale: str = "book", device: str = "cpu",

@@ -10,16 +10,23 @@
 * ``hdi-monotone-model`` — in the C3 model (head correlation affine in overlap, bias and
   per-head variance fixed), the slope on HDI of the Monte Carlo ensemble MSE, with its
   standard error propagated from each point's own variance, matches ``−V(1−ρ₀)(1−1/H)``
-  (4·SE); the exact MSE ``B² + 1ᵀC1/H²``, affine in HDI to rounding, is in ``details``.
+  (4·SE), and a lack-of-fit χ² of every point against the exact MSE ``B² + 1ᵀC1/H²``
+  (affine in HDI to rounding; one degree of freedom per point, nothing fitted) stays below
+  the χ² quantile at the same level, so a curved bias that keeps the slope also fails.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.special
+import scipy.stats
 
 from ..diversity import (cross_gram, head_diversity_index, head_diversity_indices, max_feasible_hdi,
                          principal_angles)
 from ._registry import Measurement, register
+
+#: Level of the lack-of-fit test: the two-sided tail beyond 4 SE, P(|Z| > 4), as for the slope.
+LACK_OF_FIT_ALPHA = float(scipy.special.erfc(4 / np.sqrt(2)))
 
 CHAPTER = "04-head-diversity"
 
@@ -150,31 +157,43 @@ def _frame_bound(scale, device, seed):
     title="MSE decreases in HDI at rate V(1−ρ₀)(1−1/H) in the overlap model",
     chapter=CHAPTER,
     claim="With ρ_hh' = ρ₀ + (1−ρ₀)‖G_hh'‖²_F/d_head and fixed bias and per-head variance, ∂MSE/∂HDI = −V(1−ρ₀)(1−1/H): "
-          "the slope of the simulated ensemble MSE on HDI matches it within 4 SE.",
+          "the slope of the simulated ensemble MSE on HDI matches it within 4 SE, and the points fit the exact "
+          "affine model (χ² lack-of-fit test at the same level).",
     symbolic="SymPy: d/dHDI of B² + V[ρ̄ + (1−ρ̄)/H] with ρ̄ = ρ₀ + (1−ρ₀)(1−HDI) equals −V(1−ρ₀)(1−1/H)",
     caveat="a ceteris-paribus model: real softmax heads change bias and variance with their projections. "
            "The tested quantity is the Monte Carlo slope (SE propagated from each point's own variance); "
            "the exact model MSE B² + 1ᵀC1/H², affine in HDI to rounding, is in the details.",
     power="Book scale (SE 0.017): detects a change of the slope by 4 SE ≈ 0.067 (11 %). Head errors scaled by "
-          "1.1 fail (z = −6.4), by 1.05 pass (z = −3.5), by 3 fail (z = −35).",
+          "1.1 fail (z = −6.4), by 1.05 pass (z = −3.5), by 3 fail (z = −35). Lack of fit: χ² of the 9 points "
+          "against the exact model (9 df, nothing fitted; fails above χ²₉ at the 4-SE level, 34.8; unperturbed "
+          "7.2) catches a curved bias that leaves the slope unchanged: curvature 0.15 (bias² bent by up to 0.041) "
+          "fails (χ² = 44), 0.1 (0.028) passes (χ² = 25), 1 fails (χ² = 977; slope z = −0.2). Large scale "
+          "(25 points, 25 df, critical 61.6; unperturbed 28.2): curvature 0.05 fails (χ² = 293).",
 )
-def _monotone_model(scale, device, seed, error_scale=1.0):
-    """The overlap model on the rotation family; ``error_scale`` multiplies the simulated head errors
-    (1 in the registered check; another value is a perturbation the check must detect)."""
+def _monotone_model(scale, device, seed, error_scale=1.0, curvature=0.0):
+    """The overlap model on the rotation family, with two perturbations the check must detect
+    (both off in the registered check): ``error_scale`` multiplies the simulated head errors, and
+    ``curvature`` adds ``curvature·(r_i − min r)`` to the squared bias at grid point ``i``, with
+    ``r`` the residual of HDI² regressed on (1, HDI): a curved HDI-dependent bias that leaves the
+    OLS slope unchanged, so only the lack-of-fit test can see it."""
     n_heads, d_head, p = 4, 2, 12
     variance, rho0, bias = 1.0, 0.2, 0.3
     n_replicates = 4000 if scale == "book" else 100_000
     thetas = np.linspace(0.0, np.pi / 2, 9 if scale == "book" else 25)
     gen = np.random.default_rng(seed)
+    family = [rotation_family(theta, n_heads, d_head, p) for theta in thetas]
+    hdi_grid = np.array([head_diversity_index(w) for w in family])  # (K,)
+    design = np.stack([np.ones_like(hdi_grid), hdi_grid], axis=1)  # (K, 2)
+    bend = hdi_grid**2 - design @ np.linalg.lstsq(design, hdi_grid**2, rcond=None)[0]  # ⊥ (1, HDI)
+    bias_sq = bias**2 + curvature * (bend - bend.min())  # (K,), bias² in the registered check
     hdis, exact, mc, mc_var = [], [], [], []
-    for theta in thetas:
-        w = rotation_family(theta, n_heads, d_head, p)
+    for i, w in enumerate(family):
         cov = model_covariance(w, variance, rho0)  # (H, H)
-        hdis.append(head_diversity_index(w))
+        hdis.append(hdi_grid[i])
         exact.append(bias**2 + cov.sum() / n_heads**2)  # E[(mean_h error_h)²] with uniform weights
         chol = np.linalg.cholesky(cov + 1e-12 * np.eye(n_heads))
         errors = error_scale * gen.standard_normal((n_replicates, n_heads)) @ chol.T  # (R, H)
-        squared = (bias + errors).mean(axis=1) ** 2  # (R,) squared error of the ensemble, target 0
+        squared = (np.sqrt(bias_sq[i]) + errors).mean(axis=1) ** 2  # (R,) ensemble's squared error
         mc.append(squared.mean())
         mc_var.append(squared.var(ddof=1) / n_replicates)  # this point's own sampling variance
     hdis, exact, mc, mc_var = map(np.array, (hdis, exact, mc, mc_var))
@@ -184,8 +203,17 @@ def _monotone_model(scale, device, seed, error_scale=1.0):
     mc_slope = float(weights @ mc)
     mc_se = float(np.sqrt(weights**2 @ mc_var))  # independent points: Var = Σ c_i² s_i²
     prediction = -variance * (1 - rho0) * (1 - 1 / n_heads)
+    # lack of fit: every point against the exact model (no parameter fitted, K degrees of freedom)
+    z = (mc - exact) / np.sqrt(mc_var)  # (K,)
+    chi2 = float(z @ z)
+    critical = float(scipy.stats.chi2.isf(LACK_OF_FIT_ALPHA, len(z)))
     return Measurement(estimate=mc_slope, prediction=prediction, standard_error=mc_se,
-                       details={"hdi": hdis.round(6).tolist(), "exact_mse": exact.round(6).tolist(),
+                       conditions={"lack-of-fit chi2 <= critical": chi2 <= critical},
+                       details={"lack_of_fit_chi2": chi2, "lack_of_fit_df": len(z),
+                                "lack_of_fit_critical": critical,
+                                "lack_of_fit_alpha": LACK_OF_FIT_ALPHA,
+                                "max_abs_point_z": float(np.abs(z).max()),
+                                "hdi": hdis.round(6).tolist(), "exact_mse": exact.round(6).tolist(),
                                 "exact_slope": exact_slope,
                                 "max_abs_dev_from_affine": float(np.abs(exact - affine).max()),
                                 "mc_mse": mc.round(6).tolist(),
