@@ -31,7 +31,7 @@ from .theorems.ch06_heads_width import block_heads, signal
 
 __all__ = ["SIZES", "load_report", "splits", "block_risks", "plan_units", "unit_key",
            "run_sweep", "risk_table", "summarise", "format_summary", "best_width",
-           "fit_exponents", "law_predictions"]
+           "transition", "paired_gap", "law_predictions"]
 
 #: Sweep sizes: budgets, ambient dimension ``p`` (one for every budget), sample sizes,
 #: blocks of designs, designs per block, queries. The large size's sizes ``n`` are
@@ -139,12 +139,15 @@ def block_risks(budget, n, designs, *, seed, m, p=None, scale=PROJECTION_SCALE,
         rotation, queries, keys = _design(seed, check_int(r, "r", minimum=0), n, m, p)
         f_keys = to(signal(keys))  # (n,)
         f_queries = to(signal(queries))  # (m,)
-        keys, queries = to(keys), to(queries)
+        # one head of width D holds every column any split uses: c times the first D
+        # columns of the rotation; the heads of split (H, d_k) are its consecutive
+        # blocks of d_k columns (block_heads' order), so project once per design
+        w = to(block_heads(rotation, 1, scale, budget).w_key[0])  # (p, D)
+        k_all, q_all = to(keys) @ w, to(queries) @ w  # (n, D), (m, D)
         for i, d_head in enumerate(widths):
             heads = budget // d_head
-            w = to(block_heads(rotation, heads, scale, budget).w_key)  # (H, p, d_k)
-            k = torch.einsum("np,hpk->hnk", keys, w)  # (H, n, d_k)
-            q_proj = torch.einsum("mp,hpk->hmk", queries, w)  # (H, m, d_k)
+            k = k_all.reshape(n, heads, d_head).transpose(0, 1)  # (H, n, d_k)
+            q_proj = q_all.reshape(m, heads, d_head).transpose(0, 1)  # (H, m, d_k)
             step = max(1, CHUNK_LOGITS // (heads * n))
             err, norm = [], []
             for q0 in range(0, m, step):
@@ -292,6 +295,7 @@ def _unit(unit, settings, ctx):
 
 N_BOOT = 2000  # bootstrap resamples of the replicate blocks
 BOOT_SEED = 7
+LEVEL = (2.5, 97.5)  # percentile interval
 
 
 def risk_table(report, budget):
@@ -306,12 +310,34 @@ def risk_table(report, budget):
     return out
 
 
+def _best(widths, risk):
+    """Argmin index ``(...)`` and interpolated ``d_k*`` ``(...)`` of risks ``(..., W)``.
+
+    A parabola in ``log d_k`` through an interior argmin and its two neighbours gives
+    the vertex, clipped to the neighbours; at an edge the value is the edge width.
+    """
+    x = np.log(np.asarray(widths, dtype=float))  # (W,)
+    j = np.argmin(risk, axis=-1)  # (...)
+    inner = np.clip(j, 1, len(x) - 2)
+    take = lambda k: np.take_along_axis(risk, k[..., None], -1)[..., 0]  # noqa: E731
+    x0, x1, x2 = x[inner - 1], x[inner], x[inner + 1]
+    y0, y1, y2 = take(inner - 1), take(inner), take(inner + 1)
+    num = (x1 - x0) ** 2 * (y1 - y2) - (x1 - x2) ** 2 * (y1 - y0)
+    den = (x1 - x0) * (y1 - y2) - (x1 - x2) * (y1 - y0)  # < 0 for a convex parabola
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vertex = np.where(den < 0, x1 - 0.5 * num / den, x1)
+    vertex = np.clip(vertex, x0, x2)
+    edge = (j == 0) | (j == len(x) - 1)
+    return j, np.exp(np.where(edge, x[j], vertex))
+
+
 def best_width(widths, risk):
     """Best width of one risk curve: discrete argmin, edge flag, interpolated ``d_k*``.
 
     When the argmin is interior, a parabola in ``log d_k`` through it and its two
-    neighbours gives the interpolated optimum (inside the neighbours' range); at an
-    edge the interpolated value is the edge width and ``edge`` says which.
+    neighbours gives the interpolated optimum (inside the neighbours' range). At an
+    edge the optimum is *censored*: the best feasible width is the edge (``1`` or
+    ``D``), the unconstrained optimum lies at or beyond it, and ``edge`` says which.
 
     Parameters
     ----------
@@ -331,72 +357,99 @@ def best_width(widths, risk):
     >>> best_width([1, 2, 4], [3.0, 2.0, 1.0])["edge"]
     'high'
     """
-    x = np.log(np.asarray(widths, dtype=float))  # (W,)
+    x = np.asarray(widths, dtype=float)  # (W,)
     y = np.asarray(risk, dtype=float)  # (W,)
     if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
         raise ValueError(f"widths and risk must be 1-D of equal length >= 2; got "
                          f"{x.shape} and {y.shape}")
-    j = int(np.argmin(y))
-    if j in (0, len(x) - 1):
-        edge = "low" if j == 0 else "high"
+    if len(x) == 2:  # no interior point
+        j = int(np.argmin(y))
         return {"discrete": int(widths[j]), "interpolated": float(widths[j]),
-                "edge": edge}
-    a, b, c = np.polyfit(x[j - 1:j + 2], y[j - 1:j + 2], 2)
-    vertex = -b / (2 * a) if a > 0 else x[j]
-    vertex = float(np.clip(vertex, x[j - 1], x[j + 1]))
-    return {"discrete": int(widths[j]), "interpolated": float(np.exp(vertex)),
-            "edge": None}
+                "edge": "low" if j == 0 else "high"}
+    j, value = _best(x, y)
+    edge = "low" if j == 0 else "high" if j == len(x) - 1 else None
+    return {"discrete": int(widths[int(j)]), "interpolated": float(value),
+            "edge": edge}
 
 
-def fit_exponents(n, budget, d_star):
-    """Least squares ``log d_k* = a + b_n log n + b_D log D``.
+def transition(n_values, d_star, budget):
+    """Where the best width of one budget climbs from ``1`` to ``D``.
 
-    Returns ``(b_n, b_D)``; NaN where the points do not vary in that variable. With
-    one budget only, ``b_D`` is NaN and ``b_n`` is the slope in ``n``.
+    Parameters
+    ----------
+    n_values : array_like of shape (N,)
+        Ascending sizes.
+    d_star : array_like of shape (..., N)
+        Best widths (interpolated; censored ones at ``1`` or ``D``).
+    budget : int
+
+    Returns
+    -------
+    dict of arrays of shape (...):
+        ``n_half``, the size at which ``d_k*`` first exceeds ``√D``, by linear
+        interpolation of ``log d_k*`` in ``log n`` between the grid points around the
+        crossing (``0`` when it exceeds ``√D`` at the first size, ``inf`` when it never
+        does); ``n_first_full``, the first size with ``d_k* = D`` (``inf`` if none);
+        ``n_last_one``, the last size below ``n_half`` with ``d_k* = 1`` (``0`` if none).
 
     Examples
     --------
-    >>> b_n, b_d = fit_exponents([10, 100, 10, 100], [8, 8, 64, 64], [1, 2, 2, 4])
-    >>> round(b_n, 6), round(b_d, 6)
-    (0.30103, 0.333333)
+    >>> t = transition([10, 100, 1000, 10000], [1, 2, 8, 16], 16)
+    >>> float(t["n_half"]), float(t["n_first_full"]), float(t["n_last_one"])
+    (316.22776601683796, 10000.0, 10.0)
     """
-    n, budget, d_star = (np.log(np.asarray(v, dtype=float)) for v in (n, budget, d_star))
-    has_n = n.size > 0 and np.ptp(n) > 0
-    has_d = n.size > 0 and np.ptp(budget) > 0
-    cols = [np.ones_like(n), n] + ([budget] if has_d else [])
-    if not has_n or n.size <= len(cols):  # at least one residual degree of freedom
-        return float("nan"), float("nan")
-    coef = np.linalg.lstsq(np.stack(cols, axis=1), d_star, rcond=None)[0]
-    return float(coef[1]), float(coef[2]) if has_d else float("nan")
+    n = np.asarray(n_values, dtype=float)  # (N,)
+    y = np.log(np.asarray(d_star, dtype=float))  # (..., N)
+    half = 0.5 * math.log(budget)
+    above = y > half
+    first = np.argmax(above, axis=-1)  # (...), 0 when none is above
+    none = ~above.any(-1)
+    prev = np.maximum(first - 1, 0)
+    take = lambda a, k: np.take_along_axis(a, k[..., None], -1)[..., 0]  # noqa: E731
+    y0, y1 = take(y, prev), take(y, first)
+    ln = np.log(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(y1 > y0, (half - y0) / (y1 - y0), 1.0)
+    n_half = np.exp(ln[prev] + frac * (ln[first] - ln[prev]))
+    n_half = np.where(none, np.inf, np.where(first == 0, 0.0, n_half))
+    full = np.isclose(y, math.log(budget))
+    n_full = np.where(full.any(-1), n[np.argmax(full, axis=-1)], np.inf)
+    one = np.isclose(y, 0.0) & (n < n_half[..., None])
+    last = len(n) - 1 - np.argmax(one[..., ::-1], axis=-1)
+    n_one = np.where(one.any(-1), n[last], 0.0)
+    return {"n_half": n_half, "n_first_full": n_full, "n_last_one": n_one}
 
 
-def _optima(report, block_index):
-    """Best widths at every grid point from the blocks ``block_index`` (with repeats)."""
-    s = report["settings"]
-    rows = []
-    for budget in s["budgets"]:
-        table = report["_tables"][budget][:, :, block_index].mean(-1)  # (N, W)
-        for i, n in enumerate(s["n_values"]):
-            rows.append((budget, n, best_width(splits(budget), table[i])))
-    return rows
+def paired_gap(table):
+    """Best and second-best width of each row, and their paired z over blocks.
 
+    ``table`` has shape ``(N, W, blocks)``; the widths are ranked by their block
+    mean, and ``z`` is the mean over blocks of ``MSE(second) − MSE(best)`` divided by
+    its standard error (``> 0``; small values mean a near-tie).
 
-def _fit(rows, only_n=None):
-    inner = [(b, n, o["interpolated"]) for b, n, o in rows
-             if o["edge"] is None and (only_n is None or n in only_n)]
-    if not inner:
-        return float("nan"), float("nan")
-    budgets, ns, ds = zip(*inner)
-    return fit_exponents(ns, budgets, ds)
+    >>> t = np.array([[[1.0, 1.2, 0.9], [2.0, 2.1, 2.2]]])  # (1, 2, 3)
+    >>> best, second, z = paired_gap(t)
+    >>> best.tolist(), second.tolist(), round(float(z[0]), 3)
+    ([0], [1], 8.875)
+    """
+    mean = table.mean(-1)  # (N, W)
+    order = np.argsort(mean, axis=-1)
+    best, second = order[:, 0], order[:, 1]
+    rows = np.arange(len(table))
+    diff = table[rows, second] - table[rows, best]  # (N, blocks)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = diff.mean(-1) / (diff.std(-1, ddof=1) / math.sqrt(diff.shape[-1]))
+    return best, second, z
 
 
 def law_predictions(n_lo, n_hi):
-    """Exponents each law predicts, at the data dimension ``d = 1`` (their largest).
+    """Log-log slopes of ``d_k*`` in ``n`` and ``D`` that each law predicts (``d = 1``).
 
     (a) one head, classical rates: ``d_k* ∝ n^{2/(d+4)}``, no ``D``; (b) logarithmic:
     ``d_k* ∝ log n``, whose log-log slope between ``n_lo`` and ``n_hi`` is
     ``Δ log log n / Δ log n``, no ``D``; the ensemble law at ``ρ = 0``:
-    ``d_k* ∝ (nD)^{2/(d+6)}``. Larger ``d`` lowers (a) and the ensemble law.
+    ``d_k* ∝ (nD)^{2/(d+6)}``. Larger ``d`` lowers (a) and the ensemble law. These are
+    asymptotic (large ``n``, continuous ``d_k``) statements about other risk models.
 
     >>> {k: round(v["n"], 3) for k, v in law_predictions(100, 10000).items()}
     {'single-head (a)': 0.4, 'logarithmic (b)': 0.151, 'ensemble, rho = 0': 0.286}
@@ -411,82 +464,113 @@ def law_predictions(n_lo, n_hi):
             "ensemble, rho = 0": {"n": 2 / 7, "D": 2 / 7}}
 
 
-def _finite(x):
-    return float(x) if math.isfinite(x) else None
+def _size(x):
+    """A size for JSON: ``None`` for a censored value (``0`` or ``inf``)."""
+    x = float(x)
+    return round(x, 3) if 0 < x < math.inf else None
+
+
+def _interval(samples):
+    """Percentile interval of bootstrap sizes; ``None`` ends are censored (below the
+    first size or beyond the last)."""
+    lo, hi = np.percentile(samples, LEVEL, method="inverted_cdf")
+    return [_size(lo), _size(hi)]
 
 
 def summarise(report, n_boot=N_BOOT):
-    """Best widths, edge flags, exponents with bootstrap intervals, law predictions.
+    """Best widths per ``(D, n)`` and each budget's transition, with block intervals.
 
-    Intervals are the 2.5 % and 97.5 % points over ``n_boot`` resamples of the replicate
-    blocks (the same blocks at every grid point, so designs shared by several ``n``
-    stay paired); each resample re-finds every optimum and refits. Points whose optimum
-    sits at an edge of the grid of widths are excluded from the fit and listed. The
-    ``_balanced`` exponents refit on the sizes ``n`` at which every budget's optimum is
-    interior (``balanced_n``), so that the edges do not decide which budgets are fitted.
+    Each point gives the best width (discrete and interpolated, an edge optimum
+    censored at ``1`` or ``D`` and kept), the percentile interval of the interpolated
+    width over ``n_boot`` resamples of the replicate blocks (the same blocks at every
+    ``n`` and budget, so the designs stay paired), the second-best width and the paired
+    z between the two. Each budget gives its transition sizes (:func:`transition`)
+    with intervals from the same resamples. ``n0_slope`` is the least-squares slope of
+    ``log n_half`` on ``log D`` over the budgets whose ``n_half`` interval is finite,
+    with its interval and the slopes between neighbouring budgets (so that a bend is
+    visible): a description of the transition's position, not a law.
     """
     s = report["settings"]
-    report = dict(report, _tables={b: risk_table(report, b) for b in s["budgets"]})
-    blocks = np.arange(s["blocks"])
-    rows = _optima(report, blocks)
-    # sizes at which every budget's optimum is interior: a fit there is not shaped by
-    # which points the edges removed
-    balanced = [n for n in s["n_values"]
-                if all(o["edge"] is None for _, m, o in rows if m == n)]
-    b_n, b_d = _fit(rows)
+    budgets, n_values = s["budgets"], np.asarray(s["n_values"])
+    tables = {b: risk_table(report, b) for b in budgets}  # (N, W, blocks) each
     rng = np.random.default_rng(BOOT_SEED)
-    boot, interior = [], np.zeros(len(rows))
-    for _ in range(n_boot):
-        resampled = _optima(report, rng.integers(0, s["blocks"], s["blocks"]))
-        boot.append(_fit(resampled) + _fit(resampled, balanced))
-        interior += [o["edge"] is None for _, _, o in resampled]
-    boot = np.array(boot)  # (n_boot, 4): b_n, b_D, then both at the balanced sizes
-    bal_n, bal_d = _fit(rows, balanced)
-    inner_n = [n for _, n, o in rows if o["edge"] is None]
-    points = [{"D": b, "n": n, "d_k_star": o["discrete"],
-               "d_k_star_interpolated": round(o["interpolated"], 6), "edge": o["edge"],
-               "interior_share": round(float(share) / n_boot, 4)}
-              for (b, n, o), share in zip(rows, interior)]
-
-    def interval(col):  # None when over 10 % of the resamples cannot fit
-        v = boot[:, col][np.isfinite(boot[:, col])]
-        if len(v) < 0.9 * n_boot:
-            return None
-        return [float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))]
-    summary = {"points": points,
-               "edges": [f"D={p['D']}, n={p['n']}: {p['edge']}" for p in points
-                         if p["edge"]],
-               "exponent_n": _finite(b_n), "exponent_n_interval": interval(0),
-               "exponent_D": _finite(b_d), "exponent_D_interval": interval(1),
-               "balanced_n": balanced,
-               "exponent_n_balanced": _finite(bal_n),
-               "exponent_n_balanced_interval": interval(2),
-               "exponent_D_balanced": _finite(bal_d),
-               "exponent_D_balanced_interval": interval(3),
-               "interior_points": len(inner_n), "n_boot": n_boot,
-               "interval": "2.5-97.5 % bootstrap over replicate blocks"}
-    if inner_n:
-        summary["interior_n_range"] = [min(inner_n), max(inner_n)]
-        summary["laws"] = law_predictions(min(inner_n), max(inner_n))
-    return summary
+    picks = rng.integers(0, s["blocks"], (n_boot, s["blocks"]))  # (n_boot, blocks)
+    points, trans = [], {}
+    for b in budgets:
+        widths = splits(b)
+        table = tables[b]
+        j, d_star = _best(widths, table.mean(-1))  # (N,)
+        best, second, z = paired_gap(table)
+        boot = table[:, :, picks].mean(-1).transpose(2, 0, 1)  # (n_boot, N, W)
+        jb, d_boot = _best(widths, boot)  # (n_boot, N)
+        for i, n in enumerate(n_values):
+            edge = "low" if j[i] == 0 else "high" if j[i] == len(widths) - 1 else None
+            lo, hi = np.percentile(d_boot[:, i], LEVEL)
+            points.append({
+                "D": b, "n": int(n), "d_k_star": int(widths[j[i]]),
+                "d_k_star_interpolated": round(float(d_star[i]), 6),
+                "d_k_star_interval": [round(float(lo), 4), round(float(hi), 4)],
+                "edge": edge,
+                "interior_share": round(float(np.mean((jb[:, i] > 0)
+                                                      & (jb[:, i] < len(widths) - 1))),
+                                        4),
+                "second_best": int(widths[second[i]]),
+                "paired_z": round(float(z[i]), 3)})
+        point_t = transition(n_values, d_star, b)
+        boot_t = transition(n_values, d_boot, b)  # arrays of shape (n_boot,)
+        trans[b] = {k: {"value": _size(point_t[k]), "interval": _interval(boot_t[k]),
+                        "censored_share": round(float(np.mean(
+                            ~np.isfinite(boot_t[k]) | (boot_t[k] == 0))), 4)}
+                    for k in point_t}
+        trans[b]["_boot"] = boot_t["n_half"]
+    fitted = [b for b in budgets
+              if None not in trans[b]["n_half"]["interval"]
+              and trans[b]["n_half"]["value"] is not None]
+    slope = {"budgets": fitted}
+    if len(fitted) >= 2:
+        x = np.log(fitted)
+        y = np.log([trans[b]["n_half"]["value"] for b in fitted])
+        y_boot = np.log(np.stack([trans[b]["_boot"] for b in fitted], -1))
+        ok = np.isfinite(y_boot).all(-1) & (y_boot > -np.inf).all(-1)
+        boot_slopes = np.polyfit(x, y_boot[ok].T, 1)[0] if ok.any() else np.array([])
+        slope.update(value=round(float(np.polyfit(x, y, 1)[0]), 4),
+                     interval=([round(float(v), 4) for v in
+                                np.percentile(boot_slopes, LEVEL)]
+                               if ok.mean() >= 0.9 else None),
+                     neighbours=[round(float(v), 4) for v in np.diff(y) / np.diff(x)])
+    for b in budgets:
+        del trans[b]["_boot"]
+    return {"points": points, "transition": {str(b): trans[b] for b in budgets},
+            "n0_slope": slope, "n_boot": n_boot,
+            "interval": "2.5-97.5 % bootstrap over replicate blocks",
+            "laws": law_predictions(float(n_values.min()), float(n_values.max()))}
 
 
 def format_summary(summary):
     """The summary as a few lines of text."""
     lines = []
     for p in summary["points"]:
-        flag = f" (edge: {p['edge']})" if p["edge"] else ""
+        flag = f" (censored: {p['edge']})" if p["edge"] else ""
+        lo, hi = p["d_k_star_interval"]
         lines.append(f"D = {p['D']:>4}, n = {p['n']:>6}: d_k* = {p['d_k_star']:>4} "
-                     f"(interpolated {p['d_k_star_interpolated']:.3g}, interior in "
-                     f"{100 * p['interior_share']:.0f} % of resamples){flag}")
-    for name in ("n", "D", "n_balanced", "D_balanced"):
-        ci = summary[f"exponent_{name}_interval"]
+                     f"(interpolated {p['d_k_star_interpolated']:.3g}, 95 % "
+                     f"[{lo:.3g}, {hi:.3g}]; vs {p['second_best']}: z = "
+                     f"{p['paired_z']:.1f}){flag}")
+    for b, t in summary["transition"].items():
+        cells = []
+        for key, label in (("n_last_one", "last n with d_k* = 1"),
+                           ("n_half", "d_k* > sqrt(D) from n"),
+                           ("n_first_full", "first n with d_k* = D")):
+            lo, hi = t[key]["interval"]
+            value = "censored" if t[key]["value"] is None else f"{t[key]['value']:.4g}"
+            cells.append(f"{label} {value} [{'-' if lo is None else f'{lo:.4g}'}, "
+                         f"{'-' if hi is None else f'{hi:.4g}'}]")
+        lines.append(f"D = {b}: " + "; ".join(cells))
+    slope = summary["n0_slope"]
+    if "value" in slope:
+        ci = slope["interval"]
         ci = "n/a" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-        value = summary[f"exponent_{name}"]
-        value = "n/a" if value is None else f"{value:.3f}"
-        label = name.replace("_balanced", " (balanced sizes)")
-        lines.append(f"exponent in {label}: {value}, 95 % {ci}")
-    lines.append(f"  (sizes with every budget interior: {summary['balanced_n']})")
-    for law, pred in summary.get("laws", {}).items():
-        lines.append(f"  {law}: n {pred['n']:.3f}, D {pred['D']:.3f}")
+        lines.append(f"slope of log n_half on log D over D = {slope['budgets']}: "
+                     f"{slope['value']:.3f}, 95 % {ci}; between neighbours "
+                     f"{slope['neighbours']}")
     return "\n".join(lines)

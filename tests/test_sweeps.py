@@ -15,18 +15,31 @@ REPORT = Path(__file__).resolve().parents[1] / "reports" / "sweep-heads-width.js
 
 
 def test_block_risks_match_chapter_6_heads_and_the_decomposition():
-    """Oracle: ch06.block_heads + mhacore.design_decomposition, split by split."""
-    budget, n, m = 8, 150, 6
-    bias_sq, spread = sweeps.block_risks(budget, n, [2, 5], seed=11, m=m, scale=1.3,
+    """Oracle: ch06.block_heads + mhacore.design_decomposition, split by split, with the
+    data in R^p, p larger than the budget (as in ch06.budget_grid)."""
+    budget, n, m, p = 8, 150, 6, 12
+    bias_sq, spread = sweeps.block_risks(budget, n, [2, 5], seed=11, m=m, p=p, scale=1.3,
                                          sigma=2.0)  # (4, 2)
     for j, r in enumerate([2, 5]):
-        rotation, queries, keys = sweeps._design(11, budget, r, n, m)
+        rotation, queries, keys = sweeps._design(11, r, n, m, p)  # (p, p), (m, p), (n, p)
         for i, d_head in enumerate(sweeps.splits(budget)):
-            mha = block_heads(rotation, budget // d_head, 1.3)
+            mha = block_heads(rotation, budget // d_head, 1.3, budget)
             d = design_decomposition(mha.weights(queries, keys), signal(keys),
                                      signal(queries), 2.0)
             assert bias_sq[i, j] == pytest.approx(d.bias_sq, rel=1e-12)
             assert spread[i, j] == pytest.approx(d.variance + d.covariance, rel=1e-12)
+
+
+def test_budgets_share_their_designs():
+    """Only the budget changes: the width-D split of budget D equals the one-head split of
+    budget D computed alone, and the data (hence the squared-bias target) do not depend
+    on D."""
+    small = sweeps.block_risks(4, 60, [1], seed=3, m=5, p=8)
+    large = sweeps.block_risks(8, 60, [1], seed=3, m=5, p=8)
+    r4, q4, k4 = sweeps._design(3, 1, 60, 5, 8)
+    assert small[0].shape == (3, 1) and large[0].shape == (4, 1)
+    assert (r4.shape, q4.shape, k4.shape) == ((8, 8), (5, 8), (60, 8))
+    assert not np.allclose(small[0][-1], large[0][-1])  # different budgets, same data
 
 
 def test_a_design_does_not_depend_on_its_block():
@@ -52,15 +65,39 @@ def test_best_width_interpolates_a_parabola_in_log_width():
     assert sweeps.best_width(widths, -x)["edge"] == "high"
     assert sweeps.best_width(widths, x) == {"discrete": 1, "interpolated": 1.0,
                                             "edge": "low"}
+    assert sweeps.best_width([1, 2], [2.0, 1.0])["edge"] == "high"
 
 
-def test_fit_recovers_known_exponents():
-    n = np.array([10, 100, 1000, 10, 100, 1000.0])
-    budget = np.array([8, 8, 8, 64, 64, 64.0])
-    d_star = 0.7 * n**0.3 * budget**0.45
-    assert sweeps.fit_exponents(n, budget, d_star) == pytest.approx((0.3, 0.45))
-    b_n, b_d = sweeps.fit_exponents(n[:3], budget[:3], d_star[:3])
-    assert b_n == pytest.approx(0.3) and np.isnan(b_d)
+def test_transition_sizes_on_known_curves():
+    n = np.array([10, 100, 1000, 10000.0])
+    t = sweeps.transition(n, [1, 2, 8, 16], 16)  # crosses sqrt(16) = 4 half-way 100..1000
+    assert t["n_half"] == pytest.approx(10**2.5) and t["n_first_full"] == 10000
+    assert t["n_last_one"] == 10
+    # censored: never above sqrt(D); above from the first size; batched over rows
+    rows = sweeps.transition(n, [[1, 1, 1, 2], [8, 16, 16, 16]], 16)
+    assert rows["n_half"].tolist() == [np.inf, 0.0]
+    assert rows["n_first_full"].tolist() == [np.inf, 100.0]
+    assert rows["n_last_one"].tolist() == [1000.0, 0.0]
+
+
+def test_paired_gap_ranks_by_mean_and_gives_the_paired_z():
+    gen = np.random.default_rng(0)
+    table = gen.standard_normal((3, 4, 50)) * 0.1 + np.array([2.0, 1.0, 1.5, 3.0])[:, None]
+    best, second, z = sweeps.paired_gap(table)
+    assert best.tolist() == [1, 1, 1] and second.tolist() == [2, 2, 2]
+    diff = table[:, 2] - table[:, 1]  # (3, 50)
+    expected = diff.mean(-1) / (diff.std(-1, ddof=1) / np.sqrt(50))
+    np.testing.assert_allclose(z, expected, rtol=1e-12)
+
+
+def test_best_width_batched_matches_one_curve_at_a_time():
+    gen = np.random.default_rng(1)
+    widths = np.array([1, 2, 3, 4, 6, 12])
+    risks = gen.random((20, 6))
+    j, value = sweeps._best(widths, risks)
+    for row, jj, v in zip(risks, j, value):
+        one = sweeps.best_width(widths, row)
+        assert one["discrete"] == widths[jj] and one["interpolated"] == pytest.approx(v)
 
 
 def test_law_exponents_against_sympy():
@@ -104,6 +141,10 @@ def test_resume_keeps_units_and_extends_the_grid(tmp_path):
     (lambda: sweeps.block_risks(0, 10, [0], seed=0, m=2), ValueError,
      r"budget must be an integer >= 1; got 0"),
     (lambda: sweeps.best_width([1, 2], [1.0]), ValueError, r"widths and risk must be"),
+    (lambda: sweeps.block_risks(8, 10, [0], seed=0, m=2, p=4), ValueError,
+     r"budget must be at most p = 4; got 8"),
+    (lambda: sweeps.run_sweep("tiny", overrides={"p": 4}), ValueError,
+     r"p must be at least every budget D"),
 ])
 def test_validation(call, error, message):
     with pytest.raises(error, match=message):
@@ -120,7 +161,7 @@ def test_sweep_command_alone(tmp_path, capsys):
     assert report["settings"]["budgets"] == [4] and len(report["units"]) == 6
     assert report["runs"][0]["distributed"] == {"world_size": 1, "backend": None,
                                                  "rank_devices": ["cpu"]}
-    assert "exponent in n" in capsys.readouterr().out
+    assert "d_k* > sqrt(D) from n" in capsys.readouterr().out
 
 
 def test_committed_report_is_complete_and_its_summary_reproducible():
