@@ -110,11 +110,15 @@ def same_summary(a, b):
     """Sweep summaries agree: the same optima and edges, numbers to 1e-9 relative."""
     assert [(p["D"], p["n"], p["d_k_star"], p["edge"]) for p in a["points"]] == \
         [(p["D"], p["n"], p["d_k_star"], p["edge"]) for p in b["points"]]
-    for key in ("exponent_n", "exponent_D", "exponent_n_interval", "exponent_D_interval"):
-        if a[key] is None or b[key] is None:
-            assert a[key] is b[key] is None
-        else:
-            np.testing.assert_allclose(a[key], b[key], rtol=1e-9)
+    numbers = lambda s: [(p["d_k_star_interpolated"], *p["d_k_star_interval"],  # noqa: E731
+                          p["paired_z"]) for p in s["points"]]
+    np.testing.assert_allclose(numbers(a), numbers(b), rtol=1e-9)
+    sizes = lambda s: [(t[k]["value"], *t[k]["interval"])  # noqa: E731
+                       for t in s["transition"].values() for k in sorted(t)]
+    assert [[v is None for v in row] for row in sizes(a)] == \
+        [[v is None for v in row] for row in sizes(b)]  # the same censored ends
+    np.testing.assert_allclose(np.array(sizes(a), dtype=float), np.array(sizes(b), dtype=float),
+                               rtol=1e-9)  # None -> nan on both sides
     return True
 
 
