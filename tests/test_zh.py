@@ -31,6 +31,7 @@ from tools.i18n import CATALOG_DIR, catalog_stats, markup, markup_differences  #
 # expected failure of the completeness test, strict: a page that becomes complete fails the
 # run until it is removed from here, so every translated page is really tested.
 NOT_YET_TRANSLATED = {
+    "book/06-heads-and-width",  # its C5 sweep section rewritten (fixed-p transition)
 }
 CATALOGS = sorted(CATALOG_DIR.rglob("*.po"))
 PAGES = sorted(catalog_stats())
