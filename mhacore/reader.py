@@ -406,8 +406,10 @@ def read_references(bibfile: Path) -> dict[str, dict]:
     for key, entry in parse_file(str(bibfile)).entries.items():
         people = entry.persons.get("author") or entry.persons.get("editor") or []
         last = [plain(" ".join(p.last_names)) for p in people]
+        # initials from the decoded names: "{\\L}ukasz" gives "Ł.", not "{."
         full = [plain(" ".join(p.last_names)) + ", " + " ".join(
-            n[0] + "." for n in p.first_names + p.middle_names if n) for p in people]
+            plain(n)[0] + "." for n in p.first_names + p.middle_names if plain(n))
+            for p in people]
         fields = {k.lower(): plain(v) for k, v in entry.fields.items()}
         year = fields.get("year", "n.d.")
         venue = next((fields[k] for k in ("journal", "booktitle", "publisher", "howpublished",

@@ -189,7 +189,8 @@ def plan_markdown(plan: str, sources: list[Path]) -> str:
 
 def show_glued(notebook):
     """``notebook`` (nbformat, changed in place and returned) with a cell, right after the
-    one that imports ``glue`` from myst_nb, redefining ``glue`` to display what it glues.
+    one that imports ``glue`` from myst_nb, defining ``glue`` to display what it glues; the
+    import itself is dropped, so the edition runs without myst_nb.
 
     In a plain notebook the book's ``glue(key, value, display=False)`` shows nothing and
     the text's ``{glue:...}`` roles and directives cannot fetch it; with this cell every
@@ -208,6 +209,11 @@ def show_glued(notebook):
     formats = {m.group(1).strip(): m.group(2) for c in notebook.cells
                if c.cell_type == "markdown" for m in _GLUE_ROLE.finditer(c.source)
                if m.group(2)}
+    # the added cell defines glue(), so the edition never needs myst_nb (a reader's plain
+    # Python has none)
+    source = notebook.cells[at].source
+    notebook.cells[at].source = "\n".join(
+        line for line in source.split("\n") if line.strip() != GLUE_IMPORT)
     cell = nbformat.v4.new_code_cell(GLUE_CELL.format(formats=pprint.pformat(formats, width=88)))
     cell.metadata[GLUE_CELL_KEY] = True
     notebook.cells.insert(at + 1, cell)

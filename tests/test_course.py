@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
 from exercise_titles import link_text  # noqa: E402
-from exec_time import run_time_text  # noqa: E402
+from exec_time import FillExecTime, exec_time_role, run_time_text  # noqa: E402
 
 from mhacore.exercises import EXERCISES  # noqa: E402
 from mhacore.teach import chapter_sources  # noqa: E402
@@ -62,6 +62,31 @@ def test_course_page_sets_students_up_without_solutions():
     for words in ("nbgrader collect week1", "nbgrader zip_collect week1",
                   "submitted/<student>/week1/", "jupyter/nbgrader#1961", "checksum"):
         assert words in nbgrader, words
+
+
+def test_exec_time_names_the_chapter_even_in_the_assembled_pdf():
+    """The LaTeX builder post-transforms the whole book under the root page; the role keeps
+    the page it was written on, so each chapter still shows its own cached run time."""
+    from types import SimpleNamespace
+
+    from docutils import nodes
+    from docutils.utils import new_document
+
+    def read_on(page, text):
+        env = SimpleNamespace(docname=page)
+        inliner = SimpleNamespace(document=SimpleNamespace(settings=SimpleNamespace(env=env)))
+        return exec_time_role("exec-time", f"{{exec-time}}`{text}`", text, 1, inliner)[0][0]
+
+    para = nodes.paragraph()
+    para += [read_on("book/01-a", "this"), read_on("book/01-a", "02-b")]
+    book = new_document("book.tex")
+    book += para
+    env = SimpleNamespace(docname="intro", nb_metadata={  # the root page was not executed
+        "book/01-a": {"exec_data": {"runtime": 12.34, "succeeded": True, "method": "cache"}},
+        "book/02-b": {"exec_data": {"runtime": 90.0, "succeeded": True, "method": "cache"}}})
+    book.settings.env = env  # SphinxTransform.env reads it there
+    FillExecTime(book).run()
+    assert para.astext() == "12.3 s1.5 min"
 
 
 def test_run_time_text():

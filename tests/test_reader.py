@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from mhacore.reader import (Book, cite, page_labels, plain_markdown, read_book,
-                            reader_notebooks, write_readers)
+                            read_references, reader_notebooks, write_readers)
 from mhacore.teach import STUB, chapter_sources
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,6 +71,30 @@ def test_reader_notebooks_are_plain_and_hold_no_solution(readers):
         assert "instructor-only" not in json.dumps([c.metadata for c in nb.cells]), stem
         if "{cite" in (ROOT / "book" / f"{stem}.md").read_text(encoding="utf-8"):
             assert nb.cells[-1].source.startswith("## References"), stem
+
+
+def test_reader_notebooks_never_import_myst_nb(readers):
+    """A reader's plain Python has no myst_nb: the edition's own cell defines glue()."""
+    for stem, nb in readers.items():
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        assert not re.search(r"^\s*(from|import)\s+myst_nb", code, re.M), stem
+        if "{glue" in (ROOT / "book" / f"{stem}.md").read_text(encoding="utf-8"):
+            assert "def glue(" in code, stem
+
+
+def test_references_decode_latex_in_author_names(tmp_path):
+    bib = tmp_path / "refs.bib"
+    bib.write_text("@inproceedings{v2017,\n  author = {Kaiser, {\\L}ukasz and "
+                   "Polosukhin, Illia and M{\\\"u}ller, J{\\o}rg},\n"
+                   "  title = {Attention},\n  year = {2017},\n  booktitle = {NeurIPS}\n}\n",
+                   encoding="utf-8")
+    ref = read_references(bib)["v2017"]
+    assert ref["entry"].startswith("Kaiser, Ł.; Polosukhin, I.; Müller, J. (2017)."), ref
+    assert ref["authors"] == ["Kaiser", "Polosukhin", "Müller"]
+    assert "{" not in ref["entry"] and "\\" not in ref["entry"]
+    book = read_book(ROOT)
+    assert all("{" not in r["entry"] and "\\" not in r["entry"]
+               for r in book.references.values())
 
 
 def site_figures(page: Path) -> int:

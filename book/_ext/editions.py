@@ -40,7 +40,22 @@ FALLBACK_CHARACTERS = "✅❌✓✗ᵀ"
 LATEX_PREAMBLE = "\n".join([
     r"\usepackage{newunicodechar}", r"\newfontfamily\mhacoresymbols{FreeSerif}",
     *(rf'\newunicodechar{{{c}}}{{{{\mhacoresymbols\upshape\symbol{{"{ord(c):04X}}}}}}}'
-      for c in FALLBACK_CHARACTERS)]) + "\n"
+      for c in FALLBACK_CHARACTERS)]) + "\n" + r"""
+% The running header names the book only: Sphinx's adds the release, which here carries
+% the commit and build date (the title page keeps them) and wrapped the header in two.
+\makeatletter
+\fancypagestyle{normal}{\fancyhf{}%
+ \fancyfoot[RO]{{\py@HeaderFamily\thepage}}%
+ \fancyfoot[LO]{{\py@HeaderFamily\nouppercase{\rightmark}}}%
+ \fancyhead[RO]{{\py@HeaderFamily\@title}}%
+ \if@twoside
+  \fancyfoot[LE]{{\py@HeaderFamily\thepage}}%
+  \fancyfoot[RE]{{\py@HeaderFamily\nouppercase{\leftmark}}}%
+  \fancyhead[LE]{{\py@HeaderFamily\@title}}%
+ \fi
+ \renewcommand{\headrulewidth}{0.4pt}\renewcommand{\footrulewidth}{0.4pt}}
+\makeatother
+"""
 
 
 # Package modules that write editions and compute nothing a chapter shows.

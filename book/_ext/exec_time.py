@@ -6,7 +6,8 @@ another page's (a document name, relative to the current page's folder).
 The number comes from myst-nb's execution report, the same data as the table on the build
 status page (``{nb-exec-table}``), so a chapter's cost line is measured, never typed. With
 jupyter-cache it is the run time recorded when the cached execution was made. A page that
-was not executed in this build says so.
+was not executed in this build says so. The page is resolved when the role is read, so the
+PDF (one document assembled under the root page) shows each chapter's own time.
 """
 
 from docutils import nodes
@@ -19,8 +20,19 @@ class exec_time(nodes.Inline, nodes.TextElement):
 
 def exec_time_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     node = exec_time(rawtext, "")
-    node["target"] = text.strip()
+    node["docname"] = target_docname(inliner.document.settings.env.docname, text)
     return [node], []
+
+
+def target_docname(current: str, target: str) -> str:
+    """The page ``target`` names, seen from page ``current`` (``"this"``: ``current``).
+
+    Resolved while the page is read: the LaTeX builder runs post-transforms on the whole
+    book assembled under the root page, so ``env.docname`` there is not the chapter."""
+    from sphinx.util import docname_join
+
+    target = target.strip()
+    return current if target == "this" else docname_join(current, target)
 
 
 def run_time_text(exec_data) -> str:
@@ -37,12 +49,9 @@ class FillExecTime(SphinxPostTransform):
     def run(self):
         from myst_nb.sphinx_ import NbMetadataCollector
 
-        from sphinx.util import docname_join
-
         for node in list(self.document.findall(exec_time)):
-            target = node["target"]
-            docname = (self.env.docname if target == "this"
-                       else docname_join(self.env.docname, target))
+            docname = node.get("docname") or target_docname(self.env.docname,
+                                                             node.get("target", "this"))
             data = NbMetadataCollector.get_doc_data(self.env).get(docname, {}).get("exec_data")
             node.replace_self(nodes.Text(run_time_text(data)))
 
