@@ -214,12 +214,22 @@ def build_pdf(outdir: Path, pdf: Path, english_output_root: Path = ROOT) -> int:
         "latex_engine": "xelatex",
         "latex_elements": {"preamble": CJK_FONTS},
     }
-    status = sphinx_build("latex", outdir, overrides)
+    # Jupyter Book sets the title page's title from _config.yml after Sphinx starts (over
+    # any override); give it the translated one there
+    import jupyter_book.sphinx
+    from unittest import mock
+
+    title = translated_title()
+    english = jupyter_book.sphinx.update_latex_documents
+    with mock.patch.object(jupyter_book.sphinx, "update_latex_documents",
+                           lambda documents, changes: english(
+                               documents, {**changes, **({"title": title} if title else {})})):
+        status = sphinx_build("latex", outdir, overrides)
     if status:
         return status
     tex = outdir / "book.tex"
     make = subprocess.run(["latexmk", "-xelatex", "-interaction=nonstopmode",
-                           "-halt-on-error", tex.name], cwd=outdir)
+                           "-halt-on-error", tex.name], cwd=outdir, check=False)
     if make.returncode:
         return make.returncode
     Path(pdf).parent.mkdir(parents=True, exist_ok=True)
