@@ -10,6 +10,7 @@
 # `make book-zh` after `make book` (it reuses the English build's executed notebooks).
 # And:
 #   make pdf    the whole book as one PDF, _build/pdf/book.pdf (installs TeX Live if missing)
+#   make pdf-zh the Chinese book as one PDF, _build/pdf/book-zh.pdf (after `make book`)
 #   make format reformat the chapters' code cells (ruff, 80 columns)
 # Every build executes each chapter at most once, into the jupyter-cache _build/.jupyter_cache
 # (book/_ext/editions.py), and every edition reads the outputs from there.
@@ -18,7 +19,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book book-student lab lab-instructor test pdf format clean translations book-zh translation-stats
+.PHONY: book book-student lab lab-instructor test pdf pdf-zh format clean translations book-zh translation-stats
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -81,6 +82,11 @@ pdf: $(STAMP)
 	cp _build/latex/book.pdf _build/pdf/book.pdf
 	if [ -d _build/html ]; then cp _build/pdf/book.pdf _build/html/book.pdf; fi
 	@echo "The book as a PDF: $(CURDIR)/_build/pdf/book.pdf"
+
+pdf-zh: $(STAMP)
+	.ci/install-debian pdf pdf-zh
+	$(BIN)/python tools/i18n.py pdf
+	if [ -d _build/html ]; then cp _build/pdf/book-zh.pdf _build/html/book-zh.pdf; fi
 
 format: $(STAMP)
 	$(BIN)/python .ci/format_chapters.py book/*.md

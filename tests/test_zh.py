@@ -11,6 +11,7 @@ numbers, formulas and outputs as the English pages.
 import collections
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ from language_switch import counterpart_href  # noqa: E402
 from translations import glue_from_page, has_prose  # noqa: E402
 
 from tools.i18n import CATALOG_DIR, catalog_stats, markup, markup_differences  # noqa: E402
+from mhacore.reader import page_title, toc_pages  # noqa: E402
 
 # Pages whose English is still changing; they are translated once it settles. Each is an
 # expected failure of the completeness test, strict: a page that becomes complete fails the
@@ -376,3 +378,69 @@ def test_a_changed_english_message_becomes_fuzzy_and_shows_in_english(tmp_path):
     assert zh.gettext("Kernel smoothing") == "核平滑"
     assert zh.gettext(changed["now"]) == changed["now"]  # shown in English
     assert zh.gettext("A new paragraph.") == "A new paragraph."
+
+
+# --- the Chinese PDF -----------------------------------------------------------------------
+
+needs_tex_cjk = pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("xelatex", "latexmk", "pdftotext", "pdffonts"))
+    or subprocess.run(["kpsewhich", "xeCJK.sty"], capture_output=True,
+                      check=False).returncode != 0
+    if shutil.which("kpsewhich") else True,
+    reason="needs TeX Live with xeCJK and poppler-utils (`.ci/install-debian pdf pdf-zh`)")
+
+
+@pytest.fixture(scope="module")
+def zh_pdf(english_html, tmp_path_factory, book_cache):
+    """The Chinese book as one PDF, from the strict English build's executed notebooks;
+    returns its path and its text, one string per page."""
+    out = tmp_path_factory.mktemp("zh-pdf")
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "i18n.py"), "pdf",
+                           "--latex-out", str(out / "latex"), "--pdf", str(out / "book-zh.pdf"),
+                           "--english-root", str(english_html.parent.parent)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=1500,
+                          env=dict(os.environ, MHACORE_BOOK_CACHE=str(book_cache)))
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    assert "Executing notebook" not in log, "the Chinese PDF executed a chapter again"
+    text = subprocess.run(["pdftotext", "-layout", str(out / "book-zh.pdf"), "-"],
+                          capture_output=True, text=True, check=True).stdout
+    return out / "book-zh.pdf", text.split("\f")
+
+
+def chinese_titles() -> list[str]:
+    """Every page's title as its catalog translates it, in the order of the book."""
+    import polib
+
+    titles = []
+    for page in toc_pages(ROOT):
+        english = page_title(page.read_text(encoding="utf-8"))
+        po = CATALOG_DIR / page.relative_to(ROOT).with_suffix(".po")
+        entry = polib.pofile(str(po)).find(english)
+        assert entry is not None and entry.msgstr, (page, english)
+        titles.append(entry.msgstr)
+    return titles
+
+
+@needs_tex_cjk
+def test_zh_pdf_has_every_chinese_title_every_font_embedded_and_chinese_pages(zh_pdf):
+    path, pages = zh_pdf
+    flat = "".join("".join(page.split()) for page in pages)
+    titles = chinese_titles()
+    assert not [t for t in titles if "".join(t.split()) not in flat]
+    assert "??" not in flat  # an unresolved reference or a glyph the fonts lack
+    fonts = subprocess.run(["pdffonts", str(path)], capture_output=True, text=True,
+                           check=True).stdout.splitlines()[2:]
+    assert fonts and all(line.split()[-5] == "yes" for line in fonts), fonts
+    assert any("NotoSerifCJK" in line for line in fonts), fonts
+    # the first chapter: its pages whose running head names it (and not the next one)
+    at = next(k for k, page in enumerate(toc_pages(ROOT)) if page.stem.startswith("01-"))
+    first, second = ("".join(t.split()) for t in titles[at:at + 2])
+    chapter = [p for p in pages if first in "".join(p.split())
+               and second not in "".join(p.split())]
+    assert len(chapter) >= 3
+    text = "".join(chapter)
+    # code, outputs and names stay English: count Chinese characters against English words
+    cjk, words = len(CJK.findall(text)), len(re.findall(r"[A-Za-z]+", text))
+    assert cjk > 2 * words, (cjk, words)
+    print(f"book-zh.pdf: {len(pages) - 1} pages")

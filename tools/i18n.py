@@ -11,10 +11,12 @@ Commands (run from the repository root with the project's Python)::
     python tools/i18n.py pot      # extract messages into _build/gettext/book/*.pot
     python tools/i18n.py update   # sphinx-intl: bring the .po catalogs in step with them
     python tools/i18n.py html     # build the Chinese site into _build/zh/html
+    python tools/i18n.py pdf      # the Chinese book as one PDF, _build/pdf/book-zh.pdf
     python tools/i18n.py stats    # messages, translated, fuzzy, untranslated per page
     python tools/i18n.py fuzzy    # each fuzzy message: its new English and old Chinese
 
-``make translations`` runs ``pot`` then ``update``; ``make book-zh`` runs ``html``.
+``make translations`` runs ``pot`` then ``update``; ``make book-zh`` runs ``html``;
+``make pdf-zh`` runs ``pdf`` (XeLaTeX with xeCJK and the Noto CJK fonts).
 
 No command executes a notebook that the English build has executed: both read the
 notebook outputs from the English build's jupyter-cache (executing only what is missing
@@ -188,6 +190,54 @@ def build_html(outdir: Path, english_output_root: Path = ROOT, *, strict: bool =
     return sphinx_build("html", outdir, overrides, strict=strict)
 
 
+# xeCJK (which Sphinx loads for Chinese under XeLaTeX) sets the Chinese text in these
+CJK_FONTS = r"""
+\setCJKmainfont{Noto Serif CJK SC}
+\setCJKsansfont{Noto Sans CJK SC}
+\setCJKmonofont{Noto Sans Mono CJK SC}
+"""
+
+
+def build_pdf(outdir: Path, pdf: Path, english_output_root: Path = ROOT) -> int:
+    """Build the Chinese book as one PDF ``pdf``: Sphinx's LaTeX in ``outdir``, then
+    latexmk with XeLaTeX, reading the English build's outputs."""
+    import shutil
+    import subprocess
+
+    outdir = Path(outdir)
+    outdir.parent.mkdir(parents=True, exist_ok=True)
+    overrides = {
+        **I18N_SETTINGS,
+        **execution_settings(english_output_root),
+        "language": LANGUAGE,
+        "gettext_allow_fuzzy_translations": False,
+        "latex_engine": "xelatex",
+        "latex_elements": {"preamble": CJK_FONTS},
+    }
+    # Jupyter Book sets the title page's title from _config.yml after Sphinx starts (over
+    # any override); give it the translated one there
+    import jupyter_book.sphinx
+    from unittest import mock
+
+    title = translated_title()
+    english = jupyter_book.sphinx.update_latex_documents
+    with mock.patch.object(jupyter_book.sphinx, "update_latex_documents",
+                           lambda documents, changes: english(
+                               documents, {**changes, **({"title": title} if title else {})})):
+        status = sphinx_build("latex", outdir, overrides)
+    if status:
+        return status
+    tex = outdir / "book.tex"
+    make = subprocess.run(["latexmk", "-xelatex", "-interaction=nonstopmode",
+                           "-halt-on-error", tex.name], cwd=outdir, check=False)
+    if make.returncode:
+        return make.returncode
+    Path(pdf).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(outdir / "book.pdf", pdf)
+    print(f"The Chinese book as a PDF: {pdf}")
+    return 0
+
+
 def catalog_stats(catalog_dir: Path = CATALOG_DIR) -> dict[str, dict[str, int]]:
     """Per page: ``messages``, ``translated``, ``fuzzy`` and ``untranslated`` counts."""
     import polib
@@ -257,9 +307,11 @@ def print_stats(stats: dict[str, dict[str, int]]) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["pot", "update", "html", "stats", "fuzzy"])
+    parser.add_argument("command", choices=["pot", "update", "html", "pdf", "stats", "fuzzy"])
     parser.add_argument("--pot-dir", type=Path, default=ROOT / "_build" / "gettext")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "zh" / "html")
+    parser.add_argument("--latex-out", type=Path, default=ROOT / "_build" / "zh" / "latex")
+    parser.add_argument("--pdf", type=Path, default=ROOT / "_build" / "pdf" / "book-zh.pdf")
     parser.add_argument("--english-root", type=Path, default=ROOT,
                         help="the --path-output of the English build whose outputs to reuse")
     parser.add_argument("--cache", type=Path,
@@ -281,6 +333,8 @@ def main(argv=None) -> int:
         return 0
     if args.command == "html":
         return build_html(args.out, args.english_root)
+    if args.command == "pdf":
+        return build_pdf(args.latex_out, args.pdf, args.english_root)
     print_stats(catalog_stats())
     return 0
 
