@@ -84,13 +84,7 @@ def check_positive(value, name: str, *, allow_none: bool = False):
     """
     if value is None and allow_none:
         return None
-    value = _scalar(value, name)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a finite number > 0; got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
-    return value
+    return _real(value, name, "a finite number > 0", lambda v: math.isfinite(v) and v > 0)
 
 
 def check_real(value, name: str) -> float:
@@ -101,13 +95,7 @@ def check_real(value, name: str) -> float:
     >>> check_real(-2, "quality")
     -2.0
     """
-    value = _scalar(value, name)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a finite number; got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number; got {value!r}")
-    return value
+    return _real(value, name, "a finite number", math.isfinite)
 
 
 def check_bool(value, name: str, *, allow_none: bool = False):
@@ -139,13 +127,7 @@ def check_nonnegative(value, name: str) -> float:
     >>> check_nonnegative(0, "sigma")
     0.0
     """
-    value = _scalar(value, name)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a finite number >= 0; got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
-    return value
+    return _real(value, name, "a finite number >= 0", lambda v: math.isfinite(v) and v >= 0)
 
 
 def check_probability(value, name: str) -> float:
@@ -156,13 +138,7 @@ def check_probability(value, name: str) -> float:
     >>> check_probability(1, "recruit_prob")
     1.0
     """
-    value = _scalar(value, name)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number in [0, 1]; got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not (0.0 <= value <= 1.0):
-        raise ValueError(f"{name} must be a number in [0, 1]; got {value!r}")
-    return value
+    return _real(value, name, "a number in [0, 1]", lambda v: 0.0 <= v <= 1.0)
 
 
 def check_int(value, name: str, *, minimum: int = 1) -> int:
@@ -485,3 +461,15 @@ def check_device(device, name: str = "device") -> torch.device:
             raise ValueError(f"{name} must be available on this machine; got {str(device)!r}, "
                              f"which is not available (this torch build has no {parsed.type} backend)") from None
     return parsed
+
+
+def _real(value, name: str, constraint: str, holds) -> float:
+    """``value`` as a float: a real number (not a bool) for which ``holds`` is true, else
+    ``TypeError``/``ValueError`` saying ``name must be <constraint>; got ...``."""
+    value = _scalar(value, name)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {constraint}; got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not holds(value):
+        raise ValueError(f"{name} must be {constraint}; got {value!r}")
+    return value

@@ -222,16 +222,9 @@ def show_glued(notebook):
 
 def chapter_sources(book_root: Path) -> list[Path]:
     """The numbered executable chapters (``book/NN-slug.md``) of ``_toc.yml``, in order."""
-    import yaml
+    from .reader import toc_pages  # every page of the table of contents
 
-    toc_file = Path(book_root) / "_toc.yml"
-    if not toc_file.is_file():
-        raise ValueError(f"book_root must hold the book's _toc.yml; not found: {toc_file}")
-    toc = yaml.safe_load(toc_file.read_text(encoding="utf-8"))
-    files = [toc["root"]] + [c["file"] for part in toc.get("parts", [])
-                             for c in part.get("chapters", [])]
-    paths = [Path(book_root) / f"{f}.md" for f in files]
-    return [p for p in paths if re.match(r"\d\d-", p.name) and p.is_file()
+    return [p for p in toc_pages(book_root) if re.match(r"\d\d-", p.name)
             and "kernelspec:" in p.read_text("utf-8")[:3000]]
 
 
