@@ -92,3 +92,12 @@ def strict_build(tmp_path_factory, book_cache):
     out = tmp_path_factory.mktemp("strict-build")
     proc = jupyter_book(*BUILD_COMMAND, "--path-output", out, ROOT, cache=book_cache)
     return proc, out / "_build" / "html"
+
+
+@pytest.fixture(scope="session")
+def html_dir(strict_build):
+    """The strict build's HTML folder; fails the test when that build failed."""
+    proc, html = strict_build
+    if proc.returncode != 0:
+        pytest.fail("the strict build failed; see test_strict_build_has_no_warnings")
+    return html

@@ -7,7 +7,7 @@ MyST to the Markdown any notebook front end shows, with the numbers the website 
 
 - admonitions, theorems, definitions and proofs become block quotes with a bold title;
 - exercises become numbered headings; solutions are dropped, or kept as ordinary text;
-- cross-references become their numbers (``Figure 2``, ``Theorem 1``, ``(3)``) or titles;
+- cross-references become their numbers (``Figure 6.2``, ``Theorem 6.1``, ``(6.3)``) or titles;
 - citations become author–year, and a references cell closes the notebook;
 - glued figures and equations are announced where the site shows them; the cell that
   computes them displays them (:func:`mhacore.teach.show_glued`).
@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
 
 # Numbered directives and the word the site prints before their number.
 KIND_NAMES = {
@@ -154,24 +156,28 @@ def _split_options(body: list[str]) -> tuple[dict, list[str]]:
 
 # --- numbering: the labels of one page ---------------------------------------------------
 
-def page_labels(text: str, page: str) -> dict[str, Target]:
-    """The labels ``text`` defines, numbered per kind in document order, as the site
-    numbers them (Sphinx ``numfig``: per page, no chapter prefix).
+def page_labels(text: str, page: str, chapter: int | None = None) -> dict[str, Target]:
+    """The labels ``text`` defines, numbered per kind in document order, as every edition
+    numbers them: ``chapter.k`` on a numbered chapter (``Theorem 6.1``, ``(6.2)``; Sphinx
+    ``numfig`` under a numbered toctree, and the PDF), plain ``k`` on other pages.
 
     Examples
     --------
     >>> text = "(sec-a)=\\n## Start\\n\\n$$\\nx\\n$$ (eq-x)\\n\\n```{prf:theorem} Big\\n:label: thm-b\\n\\nT\\n```"
-    >>> labels = page_labels(text, "01-x")
+    >>> labels = page_labels(text, "06-x", chapter=6)
     >>> labels["sec-a"].name(), labels["eq-x"].name(), labels["thm-b"].name()
-    ('Start', '(1)', 'Theorem 1')
+    ('Start', '(6.1)', 'Theorem 6.1')
+    >>> page_labels(text, "notes")["thm-b"].name()
+    'Theorem 1'
     """
     labels, counters = {}, {}
+    prefix = f"{chapter}." if chapter is not None else ""
 
     def add(label, kind, options, title):
         number = None
         if "nonumber" not in options and (kind != "figure" or label):
             counters[kind] = counters.get(kind, 0) + 1
-            number = str(counters[kind])
+            number = f"{prefix}{counters[kind]}"
         if label:
             labels[label] = Target(kind, number, page, title)
 
@@ -370,10 +376,7 @@ def _role(name: str, body: str, book: Book, page: str) -> str:
         if name == "numref" and text:
             return text.replace("%s", target.number or "").replace("{number}",
                                                                   target.number or "")
-        words = text or target.name()
-        if not text and target.number and target.page != page and target.page[:2].isdigit():
-            words += f" of chapter {int(target.page[:2])}"
-        return words
+        return text or target.name()
     if name == "doc":
         stem = key.rstrip("/").split("/")[-1]
         words = text or book.titles.get(stem, stem)
@@ -456,31 +459,45 @@ def references_cell(markdown: str, book: Book) -> str:
 
 # --- the book and its reader notebooks ----------------------------------------------------
 
-def toc_pages(book_root: Path) -> list[Path]:
-    """Every page of ``_toc.yml`` (root first), as paths to their ``.md`` sources."""
-    import yaml
+def _read_toc(book_root: Path) -> dict:
 
     toc_file = Path(book_root) / "_toc.yml"
     if not toc_file.is_file():
         raise ValueError(f"book_root must hold the book's _toc.yml; not found: {toc_file}")
-    toc = yaml.safe_load(toc_file.read_text(encoding="utf-8"))
+    return yaml.safe_load(toc_file.read_text(encoding="utf-8"))
+
+
+def toc_pages(book_root: Path) -> list[Path]:
+    """Every page of ``_toc.yml`` (root first), as paths to their ``.md`` sources."""
+    toc = _read_toc(book_root)
     files = [toc["root"]] + [c["file"] for part in toc.get("parts", [])
                              for c in part.get("chapters", [])]
     return [Path(book_root) / f"{f}.md" for f in files if (Path(book_root) / f"{f}.md").is_file()]
 
 
+def chapter_numbers(book_root: Path) -> dict[str, int]:
+    """``{page stem: chapter number}`` for the pages of the ``numbered: true`` parts of
+    ``_toc.yml``, counted on across parts (``use_multitoc_numbering``), as the site, the
+    PDF and the reader notebooks number them; other pages have no chapter number."""
+    numbers = {}
+    for part in _read_toc(book_root).get("parts", []):
+        if part.get("numbered"):
+            for chapter in part.get("chapters", []):
+                numbers[Path(chapter["file"]).stem] = len(numbers) + 1
+    return numbers
+
+
 def read_book(book_root: Path) -> Book:
     """Labels, titles and references of the whole book at ``book_root``."""
-    import yaml
-
     from .teach import chapter_sources
 
     book_root = Path(book_root)
     book = Book(notebooks={p.stem for p in chapter_sources(book_root)})
+    chapters = chapter_numbers(book_root)
     for path in toc_pages(book_root):
         text = path.read_text(encoding="utf-8")
         book.titles[path.stem] = page_title(text)
-        for label, target in page_labels(text, path.stem).items():
+        for label, target in page_labels(text, path.stem, chapters.get(path.stem)).items():
             book.labels.setdefault(label, target)
     config = yaml.safe_load((book_root / "_config.yml").read_text(encoding="utf-8")) \
         if (book_root / "_config.yml").is_file() else {}

@@ -12,14 +12,6 @@ needs_chromium = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def html_dir(strict_build):
-    proc, html = strict_build
-    if proc.returncode != 0:
-        pytest.fail("the strict build failed; see test_strict_build_has_no_warnings")
-    return html
-
-
-@pytest.fixture(scope="module")
 def visits(html_dir):
     if chromium_path() is None:
         pytest.skip("Chromium is not installed (Debian package: chromium)")

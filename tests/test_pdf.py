@@ -12,7 +12,7 @@ import unicodedata
 import pytest
 import yaml
 
-from mhacore.reader import page_title, toc_pages
+from mhacore.reader import KIND_NAMES, chapter_numbers, page_title, read_book, toc_pages
 
 needs_tex = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("xelatex", "latexmk", "pdfinfo", "pdftotext",
@@ -62,7 +62,7 @@ def test_every_chapter_title_and_a_page_each(pdf, book_tools):
 def test_theorems_exercises_figures_and_bibliography(pdf):
     _, text, _ = pdf
     flat = words(text)
-    for needle in ("Theorem 1", "Definition 1", "Exercise", "Fig. 1", "Bibliography",
+    for needle in ("Theorem 1.1", "Definition 1.1", "Exercise", "Fig. 1.1", "Bibliography",
                    "Nadaraya", "arXiv"):
         assert needle in flat, needle
 
@@ -94,3 +94,45 @@ def test_title_page_names_version_commit_and_date(pdf):
     first_page = words(text.split("\f")[0])
     assert re.search(rf"{re.escape(__version__)}, commit \w+\+?, built \d{{4}}-\d\d-\d\d",
                      first_page), first_page[:500]
+
+
+@needs_tex
+def test_chapters_figures_equations_and_theorems_numbered_as_on_the_site(pdf, html_dir,
+                                                                         book_tools):
+    """One numbering in every edition: the PDF's chapters are the site's (front matter and
+    appendices unnumbered, no empty References chapter), and each label's number in the
+    PDF (LaTeX's .aux, or the theorem's printed title) and on the site equals the reader
+    notebooks' (mhacore.reader)."""
+    path, text, _ = pdf
+    root = book_tools[0]
+    latex = path.parent
+    toc = (latex / "book.toc").read_text(encoding="utf-8")
+    chapters = re.findall(r"\\contentsline \{chapter\}\{(\\numberline \{(\d+)\})?(.*?)\}\{\d+\}", toc)
+    numbered = {int(n): t for _, n, t in chapters if n}
+    titles = {p.stem: page_title(p.read_text(encoding="utf-8")) for p in toc_pages(root)}
+    stems = chapter_numbers(root)
+    expected = {n: titles[stem] for stem, n in stems.items()}
+    assert {n: words(t.replace("\\sphinxhyphen {}", "-")) for n, t in numbered.items()} \
+        == {n: words(t) for n, t in expected.items()}
+    assert "References" not in [t for _, n, t in chapters]  # its entries close the book
+    aux = (latex / "book.aux").read_text(encoding="utf-8")
+    latex_numbers = dict(re.findall(r"\\newlabel\{(?:equation:)?([^}]+)\}\{\{([\d.]+)\}", aux))
+    flat = words(text)
+    book = read_book(root)
+    checked = 0
+    for label, target in book.labels.items():
+        if target.page not in stems or target.number is None or target.kind == "exercise":
+            continue  # exercises carry their numbers in their titles
+        page = (html_dir / "book" / f"{target.page}.html").read_text(encoding="utf-8")
+        if target.kind == "figure":
+            assert latex_numbers[f"book/{target.page}:{label}"] == target.number, label
+            assert f'caption-number">Fig. {target.number} ' in page, label
+        elif target.kind == "equation":
+            assert latex_numbers[f"book/{target.page}:{label}"] == target.number, label
+            assert re.search(rf'id="equation-{re.escape(label)}".*?eqno">\({re.escape(target.number)}\)',
+                             page, re.S), label
+        else:
+            name = f"{KIND_NAMES[target.kind]} {target.number}"
+            assert f'caption-number">{name} ' in page and name in flat, label
+        checked += 1
+    assert checked >= 40, checked

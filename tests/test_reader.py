@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from mhacore.reader import (Book, cite, page_labels, plain_markdown, read_book,
+from mhacore.reader import (Book, chapter_numbers, cite, page_labels, plain_markdown, read_book,
                             read_references, reader_notebooks, write_readers)
 from mhacore.teach import STUB, chapter_sources
 
@@ -35,13 +35,22 @@ def test_converter_numbers_labels_like_the_site():
             "{prf:ref}`thm-c`, {eq}`eq-d`, {ref}`sec-a`.\n\n```{glue:figure} fig-a\n"
             ":name: fig-a\n\nFirst.\n```\n\n```{glue:figure} fig-b\n:name: fig-b\n\nSecond.\n"
             "```\n\n:::{prf:theorem} Big\n:label: thm-c\n\nHolds.\n:::\n\n$$\nx = 1\n$$ (eq-d)\n")
-    book = Book(labels=page_labels(text, "03-x"))
+    book = Book(labels=page_labels(text, "03-x", chapter=3))
     out = plain_markdown(text, book, "03-x")
-    assert "Figure 2 and Panel 2, Theorem 1, (1), Start." in out
-    assert "**Figure 1.** First." in out and "> **Theorem 1 (Big).**" in out
-    assert "\\tag{1}" in out and not LEFTOVER_MYST.search(out)
-    # a label on another page names its chapter
-    assert plain_markdown("{prf:ref}`thm-c`", book, "05-y") == "Theorem 1 of chapter 3"
+    assert "Figure 3.2 and Panel 3.2, Theorem 3.1, (3.1), Start." in out
+    assert "**Figure 3.1.** First." in out and "> **Theorem 3.1 (Big).**" in out
+    assert "\\tag{3.1}" in out and not LEFTOVER_MYST.search(out)
+    # a label on another page keeps its chapter's number, as on the site
+    assert plain_markdown("{prf:ref}`thm-c`", book, "05-y") == "Theorem 3.1"
+    # an unnumbered page (front matter, appendix) numbers per page
+    assert page_labels(text, "notes")["thm-c"].name() == "Theorem 1"
+
+
+def test_chapter_numbers_follow_the_numbered_parts():
+    numbers = chapter_numbers(ROOT)
+    assert numbers["01-nadaraya-watson"] == 1 and numbers["08-three-ensembles"] == 8
+    assert sorted(numbers.values()) == list(range(1, 9))
+    assert "notation" not in numbers and "ledger" not in numbers
 
 
 def test_exercises_become_headings_and_solutions_go():

@@ -108,7 +108,7 @@ def test_page_is_fully_translated(page):
     assert (row["fuzzy"], row["untranslated"]) == (0, 0), row
 
 
-def test_catalogs_are_in_step_with_the_english_pages(english_html, tmp_path):
+def test_catalogs_are_in_step_with_the_english_pages(html_dir, tmp_path):
     """Every message of the English pages is in its catalog, and nothing else is: after an
     English change, ``make translations`` has been run (a changed message is then fuzzy)."""
     import polib
@@ -116,7 +116,7 @@ def test_catalogs_are_in_step_with_the_english_pages(english_html, tmp_path):
     pot_dir = tmp_path / "gettext"
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "i18n.py"), "pot",
                            "--pot-dir", str(pot_dir), "--english-root",
-                           str(english_html.parent.parent)],
+                           str(html_dir.parent.parent)],
                           cwd=ROOT, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     templates = {page_id_from(p, pot_dir): {e.msgid for e in polib.pofile(str(p))}
@@ -158,26 +158,18 @@ def test_prose_free_text_is_not_a_message():
 # --- the zh build --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def english_html(strict_build):
-    proc, html = strict_build
-    if proc.returncode != 0:
-        pytest.fail("the strict build failed; see test_strict_build_has_no_warnings")
-    return html
-
-
-@pytest.fixture(scope="module")
-def editions(english_html, tmp_path_factory, book_cache):
+def editions(html_dir, tmp_path_factory, book_cache):
     """Both editions as published: the English site, and the Chinese one in its ``zh/``.
 
     Returns ``(process, site)``. The English pages are linked in, not copied; the zh build
     reads the strict English build's executed notebooks.
     """
     site = tmp_path_factory.mktemp("editions")
-    for entry in english_html.iterdir():
+    for entry in html_dir.iterdir():
         (site / entry.name).symlink_to(entry)
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "i18n.py"), "html",
                            "--out", str(site / "zh"), "--english-root",
-                           str(english_html.parent.parent)],
+                           str(html_dir.parent.parent)],
                           cwd=ROOT, capture_output=True, text=True, timeout=1500,
                           env=dict(os.environ, MHACORE_BOOK_CACHE=str(book_cache)))
     return proc, site
@@ -191,12 +183,12 @@ def zh_html(editions):
     return site / "zh"
 
 
-def test_zh_build_is_strict(editions, english_html):
+def test_zh_build_is_strict(editions, html_dir):
     proc, site = editions
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
     assert "WARNING:" not in log, [line for line in log.splitlines() if "WARNING:" in line]
-    assert site_pages(site / "zh") == site_pages(english_html)
+    assert site_pages(site / "zh") == site_pages(html_dir)
     assert (site / "zh" / "_static" / "mathjax" / "tex-chtml.js").is_file()
 
 
@@ -244,23 +236,34 @@ def pasted_and_computed(path: Path) -> dict[str, collections.Counter]:
             "math": texts(".math"), "outputs": texts(".cell_output")}
 
 
-def test_glued_numbers_formulas_and_outputs_equal_the_english(zh_html, english_html):
-    chapters = sorted(p.relative_to(english_html) for p in english_html.glob("book/0*.html"))
+def test_glued_numbers_formulas_and_outputs_equal_the_english(zh_html, html_dir):
+    chapters = sorted(p.relative_to(html_dir) for p in html_dir.glob("book/0*.html"))
     assert len(chapters) >= 8
     glued = 0
     for chapter in chapters:
-        english = pasted_and_computed(english_html / chapter)
+        english = pasted_and_computed(html_dir / chapter)
         chinese = pasted_and_computed(zh_html / chapter)
         assert chinese == english, chapter
         glued += sum(english["glued text"].values())
     assert glued >= 10  # chapters 6 and 8 glue numbers into their text
 
 
-def test_every_page_links_to_its_counterpart(editions, english_html):
+def test_every_zh_page_offers_the_chinese_pdf(zh_html):
+    """The download menu of a Chinese page offers book-zh.pdf, which `make pdf-zh` puts at
+    the site's root beside book.pdf, one folder above the zh pages."""
+    pages = sorted(zh_html.glob("book/*.html"))
+    assert len(pages) >= 16
+    for page in pages:
+        links = re.findall(r'href="((?:\.\./)*book(?:-zh)?\.pdf)"',
+                           page.read_text(encoding="utf-8"))
+        assert links == ["../../book-zh.pdf"], (page.name, links)
+
+
+def test_every_page_links_to_its_counterpart(editions, html_dir):
     from bs4 import BeautifulSoup
 
     _, site = editions
-    pages = [p for p in site_pages(english_html) if p.startswith("book/")]  # the toc's pages
+    pages = [p for p in site_pages(html_dir) if p.startswith("book/")]  # the toc's pages
     assert len(pages) >= 16
     for page in pages:
         for edition, other in ((site, site / "zh"), (site / "zh", site)):
@@ -271,9 +274,9 @@ def test_every_page_links_to_its_counterpart(editions, english_html):
             assert target == os.path.normpath(other / page), (edition, page)
 
 
-def test_internal_links_and_anchors_resolve_across_editions(editions, english_html):
+def test_internal_links_and_anchors_resolve_across_editions(editions, html_dir):
     _, site = editions
-    pages = site_pages(english_html)
+    pages = site_pages(html_dir)
     assert not broken_links(site, pages + [f"zh/{page}" for page in pages],
                             other_edition=True)
 
@@ -391,13 +394,13 @@ needs_tex_cjk = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def zh_pdf(english_html, tmp_path_factory, book_cache):
+def zh_pdf(html_dir, tmp_path_factory, book_cache):
     """The Chinese book as one PDF, from the strict English build's executed notebooks;
     returns its path and its text, one string per page."""
     out = tmp_path_factory.mktemp("zh-pdf")
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "i18n.py"), "pdf",
                            "--latex-out", str(out / "latex"), "--pdf", str(out / "book-zh.pdf"),
-                           "--english-root", str(english_html.parent.parent)],
+                           "--english-root", str(html_dir.parent.parent)],
                           cwd=ROOT, capture_output=True, text=True, timeout=1500,
                           env=dict(os.environ, MHACORE_BOOK_CACHE=str(book_cache)))
     log = proc.stdout + proc.stderr

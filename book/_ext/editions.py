@@ -33,6 +33,9 @@ CACHE_ENV = "MHACORE_BOOK_CACHE"
 REPOSITORY_ENV = "MHACORE_REPOSITORY_URL"
 FINGERPRINT_FILE = "mhacore-fingerprint.txt"
 PDF_NAME = "book.pdf"  # `make pdf` copies the whole-book PDF to the site's root
+# (and `make pdf-zh` book-zh.pdf beside it); the download menu's words for it
+PDF_BUTTON = {"en": ("book (.pdf)", "The whole book as one PDF"),
+              "zh": ("全书 (.pdf)", "整本书的 PDF")}
 HERE = Path(__file__).resolve().parent
 # Characters the PDF's text and code fonts (FreeFont's Sans and Mono) lack, taken from
 # FreeSerif, which has them (the PDF test fails on any missing glyph in the LaTeX log).
@@ -147,11 +150,13 @@ def _pdf_button(app, pagename, templatename, context, doctree):
                   len(buttons))
         if at < len(buttons):
             buttons[at].update(text="print this page", tooltip="Print this page")
-        url = context["pathto"](PDF_NAME, 1)
-        if not (app.config.language or "en").startswith("en"):
-            url = f"../{url}"  # a translation is published in a folder of the English site
-        buttons.insert(at, {"type": "link", "url": url,
-                            "text": "book (.pdf)", "tooltip": "The whole book as one PDF",
+        language = (app.config.language or "en").split("_")[0]
+        text, tooltip = PDF_BUTTON.get(language, PDF_BUTTON["en"])
+        if language == "en":
+            url = context["pathto"](PDF_NAME, 1)
+        else:  # a translation is published in a folder of the English site, its PDF beside
+            url = "../" + context["pathto"](PDF_NAME.replace(".pdf", f"-{language}.pdf"), 1)
+        buttons.insert(at, {"type": "link", "url": url, "text": text, "tooltip": tooltip,
                             "icon": "fas fa-file-pdf", "label": "download-book-pdf-button"})
 
 
