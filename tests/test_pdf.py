@@ -10,7 +10,6 @@ import subprocess
 import unicodedata
 
 import pytest
-import yaml
 
 from mhacore.reader import KIND_NAMES, chapter_numbers, page_title, read_book, toc_pages
 
