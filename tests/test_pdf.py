@@ -7,9 +7,14 @@ version, commit and date."""
 import re
 import shutil
 import subprocess
+import sys
 import unicodedata
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
+import pdf_structure  # noqa: E402  (the PDF's structure: which pages it leaves out)
 
 from mhacore.reader import KIND_NAMES, chapter_numbers, page_title, read_book, toc_pages
 
@@ -46,7 +51,9 @@ def pdf(strict_build, book_cache, book_tools):
 def test_every_chapter_title_and_a_page_each(pdf, book_tools):
     path, text, _ = pdf
     root = book_tools[0]
-    titles = [page_title(p.read_text(encoding="utf-8")) for p in toc_pages(root)]
+    web_only = {root / f"{page}.md" for page in pdf_structure.WEB_ONLY}  # the References
+    titles = [page_title(p.read_text(encoding="utf-8")) for p in toc_pages(root)
+              if p not in web_only]  # page: its entries close the PDF as its Bibliography
     info = subprocess.run(["pdfinfo", str(path)], capture_output=True, text=True,
                           check=True).stdout
     pages = int(re.search(r"^Pages:\s+(\d+)", info, re.M).group(1))
