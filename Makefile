@@ -7,7 +7,8 @@
 #                       generated into $(STUDENT_NOTEBOOKS)
 #   make lab-instructor instructors: JupyterLab on the chapters, solutions included
 # The Chinese edition (tools/i18n.py): `make translations` after an English change,
-# `make book-zh` after `make book` (it reuses the English build's executed notebooks).
+# `make book` builds the Chinese pages too; `make book-zh` rebuilds them alone (it reuses
+# the English build's executed notebooks).
 # And:
 #   make pdf    the whole book as one PDF, _build/pdf/book.pdf (installs TeX Live if missing)
 #   make pdf-zh the Chinese book as one PDF, _build/pdf/book-zh.pdf (after `make book`)
@@ -27,8 +28,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+# The Chinese pages come with it (the language switch on every page points at them); they
+# read the English build's executed notebooks and take about a minute more.
 book: $(STAMP)
 	$(BIN)/jupyter-book build -W -n --keep-going --all .
+	$(MAKE) --no-print-directory book-zh
 	@echo "Open the book: $(CURDIR)/_build/html/index.html"
 
 # Same configuration as `book`, with MHACORE_EDITION=student (book/_ext/student_edition.py).

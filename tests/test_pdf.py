@@ -51,9 +51,9 @@ def pdf(strict_build, book_cache, book_tools):
 def test_every_chapter_title_and_a_page_each(pdf, book_tools):
     path, text, _ = pdf
     root = book_tools[0]
-    web_only = {root / f"{page}.md" for page in pdf_structure.WEB_ONLY}  # the References
+    web_only = {root / f"{page}.md" for page in pdf_structure.WEB_ONLY}  # the site's
     titles = [page_title(p.read_text(encoding="utf-8")) for p in toc_pages(root)
-              if p not in web_only]  # page: its entries close the PDF as its Bibliography
+              if p not in web_only]  # Bibliography page: LaTeX's own closes the PDF
     info = subprocess.run(["pdfinfo", str(path)], capture_output=True, text=True,
                           check=True).stdout
     pages = int(re.search(r"^Pages:\s+(\d+)", info, re.M).group(1))
@@ -106,7 +106,7 @@ def test_title_page_names_version_commit_and_date(pdf):
 def test_chapters_figures_equations_and_theorems_numbered_as_on_the_site(pdf, html_dir,
                                                                          book_tools):
     """One numbering in every edition: the PDF's chapters are the site's (front matter and
-    appendices unnumbered, no empty References chapter), and each label's number in the
+    appendices unnumbered, no empty chapter for the site's Bibliography page), and each label's number in the
     PDF (LaTeX's .aux, or the theorem's printed title) and on the site equals the reader
     notebooks' (mhacore.reader)."""
     path, text, _ = pdf
@@ -120,7 +120,7 @@ def test_chapters_figures_equations_and_theorems_numbered_as_on_the_site(pdf, ht
     expected = {n: titles[stem] for stem, n in stems.items()}
     assert {n: words(t.replace("\\sphinxhyphen {}", "-")) for n, t in numbered.items()} \
         == {n: words(t) for n, t in expected.items()}
-    assert "References" not in [t for _, n, t in chapters]  # its entries close the book
+    assert [t for _, n, t in chapters].count("Bibliography") == 1  # LaTeX's, at the end
     aux = (latex / "book.aux").read_text(encoding="utf-8")
     latex_numbers = dict(re.findall(r"\\newlabel\{(?:equation:)?([^}]+)\}\{\{([\d.]+)\}", aux))
     flat = words(text)
