@@ -440,7 +440,7 @@ def paired_gap(table):
     diff = table[rows, second] - table[rows, best]  # (N, blocks)
     if diff.shape[-1] < 2:  # std(ddof=1) of one block is undefined
         return best, second, np.full(len(rows), np.nan)
-    with np.errstate(divide="ignore", invalid="ignore"):  # identical blocks: z = ±inf
+    with np.errstate(divide="ignore", invalid="ignore"):  # blocks all equal: ±inf, or NaN
         z = diff.mean(-1) / (diff.std(-1, ddof=1) / math.sqrt(diff.shape[-1]))
     return best, second, z
 
