@@ -425,7 +425,8 @@ def paired_gap(table):
 
     ``table`` has shape ``(N, W, blocks)``; the widths are ranked by their block
     mean, and ``z`` is the mean over blocks of ``MSE(second) − MSE(best)`` divided by
-    its standard error (``> 0``; small values mean a near-tie).
+    its standard error (``> 0``; small values mean a near-tie). With one block there is
+    no standard error, and ``z`` is NaN.
 
     >>> t = np.array([[[1.0, 1.2, 0.9], [2.0, 2.1, 2.2]]])  # (1, 2, 3)
     >>> best, second, z = paired_gap(t)
@@ -437,7 +438,9 @@ def paired_gap(table):
     best, second = order[:, 0], order[:, 1]
     rows = np.arange(len(table))
     diff = table[rows, second] - table[rows, best]  # (N, blocks)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    if diff.shape[-1] < 2:  # std(ddof=1) of one block is undefined
+        return best, second, np.full(len(rows), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):  # blocks all equal: ±inf, or NaN
         z = diff.mean(-1) / (diff.std(-1, ddof=1) / math.sqrt(diff.shape[-1]))
     return best, second, z
 

@@ -1,5 +1,8 @@
-"""Book-level checks: the strict build passes, and a failing cell fails both commands."""
+"""Book-level checks: the strict build passes, its printed outputs fit the page, and a
+failing cell fails both commands."""
 
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +45,58 @@ def test_every_toc_page_is_built(strict_build, book_tools):
     files = [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
     missing = [f for f in files if not (html / f"{f}.html").is_file()]
     assert not missing
+
+
+OUTPUT_WIDTH = 80  # what the PDF and the page show without wrapping a line
+# the warnings module's format: "path:line: SomeWarning: message"
+WARNING = re.compile(r"\b[A-Z]\w*Warning: ")
+
+
+def printed_outputs(notebook):
+    """``(cell index, text)`` of every stream and ``text/plain`` output of an executed
+    notebook (a dict read from its JSON)."""
+    for i, cell in enumerate(notebook["cells"]):
+        for out in cell.get("outputs", []):
+            text = (out.get("text") if out["output_type"] == "stream"
+                    else out.get("data", {}).get("text/plain"))
+            if text is not None:
+                yield i, "".join(text) if isinstance(text, list) else text
+
+
+def output_faults(notebook):
+    """Lines wider than ``OUTPUT_WIDTH`` and Python warnings in a notebook's outputs."""
+    faults = []
+    for i, text in printed_outputs(notebook):
+        faults += [f"cell {i}: {len(line)} columns: {line}" for line in text.splitlines()
+                   if len(line) > OUTPUT_WIDTH]
+        faults += [f"cell {i}: a warning: {line}" for line in text.splitlines()
+                   if WARNING.search(line)]
+    return faults
+
+
+def test_output_faults_finds_long_lines_and_warnings():
+    def notebook(*outputs):
+        return {"cells": [{"cell_type": "code", "outputs": list(outputs)}]}
+
+    fine = notebook({"output_type": "stream", "name": "stdout", "text": "x" * 80 + "\n"},
+                    {"output_type": "execute_result",
+                     "data": {"text/plain": ["(1,\n", " 2)"]}})
+    assert output_faults(fine) == []
+    wide = notebook({"output_type": "display_data", "data": {"text/plain": "y" * 81}})
+    assert output_faults(wide) == [f"cell 0: 81 columns: {'y' * 81}"]
+    warned = notebook({"output_type": "stream", "name": "stderr", "text":
+                       "/x/_methods.py:219: RuntimeWarning: Degrees of freedom <= 0\n"})
+    assert len(output_faults(warned)) == 1 and "a warning" in output_faults(warned)[0]
+
+
+def test_printed_outputs_fit_the_page_and_carry_no_warnings(html_dir):
+    """Every executed page of the strict build: no printed line over 80 columns (the
+    PDF breaks longer ones with continuation marks), and no Python warning."""
+    executed = sorted((html_dir.parent / "jupyter_execute").rglob("*.ipynb"))
+    assert len(executed) >= 10, executed  # 8 chapters, environment, ledger
+    faults = [f"{path.name} {fault}" for path in executed
+              for fault in output_faults(json.loads(path.read_text(encoding="utf-8")))]
+    assert not faults, "\n".join(faults)
 
 
 @pytest.fixture

@@ -89,6 +89,18 @@ def test_four_se_rule_and_atol_rule(toy_registry):
     assert "FAILS" in failed.summary()
 
 
+def test_summary_fits_80_columns():
+    # the widest numbers .6g and .3g print, and the longest registered id
+    wide = dict(theorem_id=max(theorems.REGISTRY, key=len), title="t", chapter="c",
+                claim="c", estimate=-1.23457e-05, prediction=-9.87654e-05,
+                standard_error=1.23e-05, tolerance=1e-12, passed=False, scale="book",
+                device="cpu", seed=0, wall_time_s=0.0, details={})
+    for rule in ("4 SE", "atol"):
+        lines = theorems.CheckResult(**wide, tolerance_rule=rule).summary().splitlines()
+        assert lines[0] == f"{wide['theorem_id']}:" and len(lines) == 2
+        assert max(map(len, lines)) <= 80 and lines[1].endswith("-> FAILS"), lines
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(rule="5se"), "rule must be one of"),
     (dict(rule="atol"), "atol must be a number >= 0"),

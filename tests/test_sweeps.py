@@ -1,6 +1,7 @@
 """mhacore.sweeps: the heads-and-width sweep of claim C5 (single process)."""
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +89,10 @@ def test_paired_gap_ranks_by_mean_and_gives_the_paired_z():
     diff = table[:, 2] - table[:, 1]  # (3, 50)
     expected = diff.mean(-1) / (diff.std(-1, ddof=1) / np.sqrt(50))
     np.testing.assert_allclose(z, expected, rtol=1e-12)
+    with warnings.catch_warnings():  # one block: no standard error, and no warning
+        warnings.simplefilter("error")
+        best, second, z = sweeps.paired_gap(table[..., :1])
+    assert best.shape == second.shape == (3,) and np.isnan(z).all()
 
 
 def test_best_width_batched_matches_one_curve_at_a_time():

@@ -110,12 +110,14 @@ class CheckResult:
         return asdict(self)
 
     def summary(self) -> str:
-        """One line: estimate ± SE against the prediction, and the verdict."""
+        """Two lines: the theorem's id, then (indented) the estimate ± SE against the
+        prediction and the verdict; each line fits in 80 columns for ids up to 79
+        characters."""
         if "SE" in self.tolerance_rule:
             spread = f"± {self.standard_error:.3g} (SE)"
         else:
             spread = f"(tolerance {self.tolerance:.1e})"
-        return (f"{self.theorem_id}: estimate {self.estimate:.6g} {spread}, "
+        return (f"{self.theorem_id}:\n    estimate {self.estimate:.6g} {spread}, "
                 f"prediction {self.prediction:.6g} -> {self.verdict}")
 
 
