@@ -1,12 +1,10 @@
-"""Cross-references, citations and exercise titles of the MyST chapters as plain text.
+"""Citations and exercise names as the site prints them, for every edition.
 
-The site resolves ``{prf:ref}`thm-nw-rate```, ``{numref}`fig-bvc-stack``` and
-``{cite}`breiman2001``` into "Theorem 1", "Fig. 2" and "Breiman, 2001"; a slide deck or a
-Markdown file made from the sources must do the same, or the reader sees raw labels. The
-helpers here give the author–year label of a bibliography entry (the site's own style,
-``book/_ext/authoryear_bib.py``), the "Exercise 1.1 (title)" name of an exercise (the
-site's link text, ``book/_ext/exercise_titles.py``), and substitute such names into MyST
-text.
+The site cites author–year ("Breiman, 2001", ``book/_ext/authoryear_bib.py``) and names an
+exercise "Exercise 1.1 (The Epanechnikov constants)" in its links
+(``book/_ext/exercise_titles.py``). Both Sphinx extensions and the notebook editions'
+converter (:mod:`mhacore.reader`) take those words from here, so every edition prints the
+same ones; :func:`read_references` is the one reader of the book's BibTeX file.
 """
 
 from __future__ import annotations
@@ -16,25 +14,18 @@ from pathlib import Path
 
 # "1.1 — The Epanechnikov constants ★ (derivation)": the number, then the name
 _EXERCISE_TITLE = re.compile(r"^(?P<number>\d+\.\d+)\s*[—-]\s*(?P<name>.*?)\s*★")
-_EXERCISE_BLOCK = re.compile(r"^`{3,}\{exercise\}\s*(?P<title>.*)\n:label:\s*(?P<label>\S+)",
-                             re.M)
-_ROLE = re.compile(r"\{(?:prf:ref|ref|numref|eq|doc)\}`(?:[^`<]*<)?(?P<label>[^`>]*)>?`")
-_CITE = re.compile(r"\{cite(?::\w+)?\}`([^`]*)`")
-# words a reference falls back to, by label prefix, when no resolved name is known
-_KIND = {"thm": "the theorem", "def": "the definition", "prop": "the proposition",
-         "lem": "the lemma", "rem": "the remark", "fig": "the figure", "eq": "the equation",
-         "tbl": "the table", "ex": "the exercise", "sol": "the solution"}
 
 
 def escape_markdown(text: str) -> str:
-    r"""``text`` with Markdown's emphasis characters escaped outside ``$...$`` math.
+    r"""``text`` with Markdown's emphasis characters escaped outside ``$...$`` math and
+    ```...``` code.
 
     Examples
     --------
-    >>> escape_markdown("Find h* for n_2 at $h^*_n$")
-    'Find h\\* for n\\_2 at $h^*_n$'
+    >>> escape_markdown("Find h* for n_2 at $h^*_n$ in `a_b`")
+    'Find h\\* for n\\_2 at $h^*_n$ in `a_b`'
     """
-    parts = re.split(r"(\$[^$]*\$)", text)
+    parts = re.split(r"(\$[^$]*\$|`[^`]*`)", text)
     return "".join(part if i % 2 else re.sub(r"([*_])", r"\\\1", part)
                    for i, part in enumerate(parts))
 
@@ -46,6 +37,8 @@ def exercise_name(title: str) -> str | None:
     --------
     >>> exercise_name("1.2 — Find h* for a new sample size ★★ (computation)")
     'Exercise 1.2 (Find h* for a new sample size)'
+    >>> exercise_name("Count") is None
+    True
     """
     match = _EXERCISE_TITLE.match(title.strip())
     if not match:
@@ -53,67 +46,63 @@ def exercise_name(title: str) -> str | None:
     return f"Exercise {match.group('number')} ({match.group('name')})"
 
 
-def exercise_names(markdown: str) -> dict[str, str]:
-    """Every exercise label of a MyST text with its name (:func:`exercise_name`)."""
-    names = {}
-    for block in _EXERCISE_BLOCK.finditer(markdown):
-        name = exercise_name(block.group("title"))
-        if name:
-            names[block.group("label")] = name
-    return names
-
-
-def chapter_title(source: Path) -> str:
-    """The ``# `` heading of a MyST chapter (its file stem if it has none)."""
-    text = Path(source).read_text(encoding="utf-8")
-    return next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")),
-                Path(source).stem)
-
-
-def _surname(person) -> str:
+def _plain(latex: str) -> str:
     from pybtex.richtext import Text
 
-    return Text.from_latex(" ".join(person.prelast_names + person.last_names)).render_as("text")
+    return Text.from_latex(latex).render_as("text") if latex else ""
 
 
-def author_year_label(entry) -> str:
-    """``Surname, Year`` / ``A and B, Year`` / ``A et al., Year`` of a pybtex entry."""
-    people = entry.persons.get("author") or entry.persons.get("editor") or []
-    names = [_surname(p) for p in people]
+def _people(entry) -> list:
+    return entry.persons.get("author") or entry.persons.get("editor") or []
+
+
+def author_year(entry) -> tuple[str, str]:
+    """``("Surname", year)``, ``("A and B", year)`` or ``("A et al.", year)`` of a pybtex
+    entry: the site's citation and bibliography label (:func:`author_year_label`) and the
+    notebooks' ``(Surname, year)`` / ``Surname (year)``."""
+    names = [_plain(" ".join(p.prelast_names + p.last_names)) for p in _people(entry)]
     if len(names) > 2:
         who = f"{names[0]} et al."
     else:
         who = " and ".join(names) or entry.fields.get("title", "Anonymous")
-    return f"{who}, {entry.fields.get('year', 'n.d.')}"
+    return who, entry.fields.get("year", "n.d.")
 
 
-def citation_labels(bibfile: Path) -> dict[str, str]:
-    """Every key of a BibTeX file with its author–year label."""
+def author_year_label(entry) -> str:
+    """``Surname, Year`` / ``A and B, Year`` / ``A et al., Year`` of a pybtex entry."""
+    return "{}, {}".format(*author_year(entry))
+
+
+def _entry_text(key: str, entry) -> str:
+    """The reference list's line for ``entry``: authors, year, title, venue, link."""
+    full = [_plain(" ".join(p.last_names)) + ", " + " ".join(
+        _plain(n)[0] + "." for n in p.first_names + p.middle_names if _plain(n))
+        for p in _people(entry)]  # initials from the decoded names: "{\\L}ukasz" gives "Ł."
+    fields = {k.lower(): _plain(v) for k, v in entry.fields.items()}
+    venue = next((fields[k] for k in ("journal", "booktitle", "publisher", "howpublished",
+                                      "school", "institution") if fields.get(k)), "")
+    parts = [f"{'; '.join(full) or key} ({fields.get('year', 'n.d.')}). "
+             f"{fields.get('title', '')}."]
+    if venue:
+        parts.append(f"*{venue}*" + (f" {fields['volume']}" if fields.get("volume") else "")
+                     + (f", {fields['pages']}" if fields.get("pages") else "") + ".")
+    if fields.get("eprint") and fields["eprint"] not in " ".join(parts):
+        parts.append(f"arXiv:{fields['eprint']}.")
+    elif fields.get("doi"):
+        parts.append(f"doi:{fields['doi']}.")
+    elif fields.get("url"):
+        parts.append(fields["url"])
+    return " ".join(parts)
+
+
+def read_references(bibfile: Path) -> dict[str, dict]:
+    """``{key: {"who": ..., "year": ..., "entry": formatted text}}`` for a BibTeX file:
+    ``who`` and ``year`` as :func:`author_year` gives them, ``entry`` the line of a
+    reference list, LaTeX decoded."""
     from pybtex.database import parse_file
 
-    return {key: author_year_label(entry)
-            for key, entry in parse_file(str(bibfile)).entries.items()}
-
-
-def resolve(markdown: str, names: dict[str, str], citations: dict[str, str]) -> str:
-    """MyST text with its references and citations replaced by readable text.
-
-    ``names`` maps a label to what a reference to it reads ("Theorem 3", "Fig. 4"); a label
-    it lacks reads as its kind ("the theorem"). ``citations`` maps a BibTeX key to its
-    author–year label; a citation reads "(Breiman, 2001; Hastie et al., 2009)".
-
-    Examples
-    --------
-    >>> resolve("By {prf:ref}`thm-a` and {numref}`fig-b` {cite}`k1,k2`.",
-    ...         {"thm-a": "Theorem 3"}, {"k1": "Breiman, 2001"})
-    'By Theorem 3 and the figure (Breiman, 2001; k2).'
-    """
-    def reference(match):
-        label = match.group("label").strip()
-        return names.get(label) or _KIND.get(label.split("-")[0], label)
-
-    def citation(match):
-        keys = [k.strip() for k in match.group(1).split(",")]
-        return "(" + "; ".join(citations.get(k, k) for k in keys) + ")"
-
-    return _CITE.sub(citation, _ROLE.sub(reference, markdown))
+    refs = {}
+    for key, entry in parse_file(str(bibfile)).entries.items():
+        who, year = author_year(entry)
+        refs[key] = {"who": _plain(who), "year": _plain(year), "entry": _entry_text(key, entry)}
+    return refs

@@ -43,20 +43,24 @@ def exercise_blocks(markdown: str) -> list[tuple[str, str, str]]:
     return [(label, text, solutions.get(label, "")) for label, text in exercises.items()]
 
 
-def answer_key_notebook(sources: list[Path]):
-    """A notebook (nbformat) holding every exercise of ``sources`` with its solution."""
+def answer_key_notebook(sources: list[Path], book):
+    """A notebook (nbformat) holding every exercise of ``sources`` with its solution, made
+    plain by :func:`mhacore.reader.plain_markdown` with the numbers and citations of
+    ``book`` (a :class:`mhacore.reader.Book`)."""
     import jupytext
     import nbformat
 
-    from mhacore.teach import SOLUTION_TAG, plain_markdown
+    from mhacore.reader import plain_markdown
+    from mhacore.teach import SOLUTION_TAG
 
     cells = [nbformat.v4.new_markdown_cell(
         "# Answer key\n\nEvery exercise of the book with its solution and, for the "
         "self-checked ones, the reference code of the answer cell.")]
     for source in sources:
-        text = Path(source).read_text(encoding="utf-8")
-        title = next((ln[2:] for ln in text.splitlines() if ln.startswith("# ")), source.stem)
-        cells.append(nbformat.v4.new_markdown_cell(f"## {title}"))
+        source = Path(source)
+        text = source.read_text(encoding="utf-8")
+        cells.append(nbformat.v4.new_markdown_cell(
+            f"## {book.titles.get(source.stem) or source.stem}"))
         answers = {}
         notebook = jupytext.read(source)
         for at, cell in enumerate(notebook.cells):
@@ -66,9 +70,11 @@ def answer_key_notebook(sources: list[Path]):
                 if label:
                     answers[label.group(1)] = cell.source
         for label, exercise, solution in exercise_blocks(text):
-            cells.append(nbformat.v4.new_markdown_cell(plain_markdown(exercise)))
             cells.append(nbformat.v4.new_markdown_cell(
-                plain_markdown(solution) if solution else "*(no written solution)*"))
+                plain_markdown(exercise, book, source.stem)))
+            cells.append(nbformat.v4.new_markdown_cell(
+                plain_markdown(solution, book, source.stem, solutions=True) if solution
+                else "*(no written solution)*"))
             if label in answers:
                 cells.append(nbformat.v4.new_code_cell(answers[label]))
     return nbformat.v4.new_notebook(cells=cells, metadata={"title": "Answer key"})
@@ -81,7 +87,7 @@ def mathjax_file() -> Path:
     return Path(mathjax.__file__).parent / "static" / "mathjax" / "es5" / MATHJAX
 
 
-def write_answer_key(out: Path, sources: list[Path]) -> Path:
+def write_answer_key(out: Path, sources: list[Path], book) -> Path:
     """Write ``answer-key.html`` (with its MathJax) into the folder ``out``; return it."""
     from nbconvert import HTMLExporter
 
@@ -93,7 +99,7 @@ def write_answer_key(out: Path, sources: list[Path]) -> Path:
                             extra_template_paths=[str(TEMPLATES)],
                             mathjax_url=f"answer-key_files/{MATHJAX}", exclude_input_prompt=True,
                             exclude_anchor_links=True)
-    html, _ = exporter.from_notebook_node(answer_key_notebook(sources))
+    html, _ = exporter.from_notebook_node(answer_key_notebook(sources, book))
     page = out / "answer-key.html"
     page.write_text(html, encoding="utf-8")
     return page

@@ -70,27 +70,24 @@ def hidden_test_cell(label: str):
     return cell
 
 
-def assignment_notebook(source: Path):
+def assignment_notebook(source: Path, book):
     """The nbgrader source notebook of one chapter (nbformat).
 
-    Markdown as in the student notebooks (solutions removed); the chapter's code, with
-    each answer cell an nbgrader solution cell and a hidden graded test after each
-    self-check. Returns the notebook and the labels of its graded exercises.
+    The chapter's nbgrader edition (:func:`mhacore.reader.edition_notebook`: Markdown as
+    in the student notebooks, with the numbers and citations of ``book``, a
+    :class:`mhacore.reader.Book`), with each answer cell an nbgrader solution cell and a
+    hidden graded test after each self-check. Returns the notebook and the labels of its
+    graded exercises.
     """
-    import jupytext
+    from mhacore.reader import edition_notebook
+    from mhacore.teach import SOLUTION_TAG
 
-    from mhacore.teach import (INSTRUCTOR_TAG, SOLUTION_TAG, plain_markdown, show_glued,
-                               strip_solution_blocks)
-
-    notebook = show_glued(jupytext.read(source))
+    notebook = edition_notebook(source, book, "nbgrader")
     cells, labels = [], []
     for cell in notebook.cells:
         tags = cell.metadata.get("tags", [])
-        if INSTRUCTOR_TAG in tags:
-            continue
         cells.append(cell)
         if cell.cell_type == "markdown":
-            cell.source = plain_markdown(strip_solution_blocks(cell.source))
             continue
         if SOLUTION_TAG in tags:
             cell.metadata["tags"] = [t for t in tags if t not in (SOLUTION_TAG, "remove-cell")]
@@ -106,7 +103,6 @@ def assignment_notebook(source: Path):
         if grade_id.startswith("answer-"):
             cell.metadata["nbgrader"]["grade_id"] = f"{labels[int(grade_id[7:]) - 1]}-answer"
     notebook.cells = cells
-    notebook.metadata["mhacore_edition"] = "nbgrader"
     return notebook, labels
 
 
@@ -122,6 +118,7 @@ def write_course(out: Path, book_root: Path = Path("."), weeks: dict | None = No
     weeks : dict of str to tuple of str, optional
         Assignment name to the chapter numbers it covers; :data:`WEEKS` by default.
     """
+    from mhacore.reader import read_book
     from mhacore.teach import chapter_sources
 
     weeks = WEEKS if weeks is None else weeks
@@ -140,11 +137,12 @@ def write_course(out: Path, book_root: Path = Path("."), weeks: dict | None = No
             raise ValueError(f"weeks[{week!r}] names chapters the book lacks: {missing}")
     import nbformat
 
+    book = read_book(book_root)
     for week, chapters in weeks.items():
         folder = out / "source" / week
         folder.mkdir(parents=True, exist_ok=True)
         for chapter in chapters:
-            notebook, _ = assignment_notebook(sources[chapter])
+            notebook, _ = assignment_notebook(sources[chapter], book)
             nbformat.write(notebook, folder / f"{sources[chapter].stem}.ipynb")
     (out / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
     return out

@@ -1,4 +1,4 @@
-"""Reader notebooks: each chapter as a plain Jupyter notebook that runs anywhere.
+"""Each chapter as a plain Jupyter notebook that runs anywhere, in every edition.
 
 The book's chapters are MyST notebooks: their Markdown holds directives (``{exercise}``,
 ``{prf:theorem}``, ``{glue:figure}``, ...) and roles (``{numref}``, ``{cite}``, ...) that
@@ -12,6 +12,11 @@ MyST to the Markdown any notebook front end shows, with the numbers the website 
 - glued figures and equations are announced where the site shows them; the cell that
   computes them displays them (:func:`mhacore.teach.show_glued`).
 
+Every edition made from the chapters goes through it, with the :class:`Book` read once
+(:func:`read_book`): the reader, student, instructor and nbgrader notebooks
+(:func:`edition_notebook`), the answer key, the teaching plan and the slides. The editions
+differ only in what they keep (:data:`EDITIONS`), never in their numbers.
+
 ``python -m mhacore teach reader --out DIR`` writes the reader edition: every chapter,
 solutions removed, an empty ``answer = None`` cell before each self-check (which then
 says "Your turn"). The website's ``.ipynb`` download of a chapter is the same file.
@@ -24,6 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from . import _references
+from ._references import escape_markdown, exercise_name
 
 # Numbered directives and the word the site prints before their number.
 KIND_NAMES = {
@@ -44,9 +52,16 @@ _TARGET = re.compile(r"^\((?P<label>[^)\s]+)\)=\s*$")
 _EQUATION = re.compile(r"^\$\$\s*\((?P<label>[^)\s]+)\)\s*$")
 _HEADING = re.compile(r"^#{1,6}\s+(?P<title>.+?)\s*$")
 _EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^>]+)>$", re.S)
-READER_KEY = "mhacore_reader"  # metadata flag of the cells the reader edition adds
-READER_NOTE = (
-    "*Reader edition, for `mhacore` {version}.* Run the cells from the top. Figures and "
+READER_KEY = "mhacore_reader"  # metadata flag of the cells an edition adds (note, references)
+# {exec-time}`this`: a page's run time, which only the site's build measures
+# (book/_ext/exec_time.py)
+EXEC_TIME_TEXT = "the time the site's build status page lists"
+# What each edition keeps: the written solutions and the instructor-only cells; the code
+# of the answer cells (else an empty ``answer = None`` cell); a note opening the notebook.
+EDITIONS = {"reader": (False, False, True), "student": (False, False, True),
+            "instructor": (True, True, False), "nbgrader": (False, True, False)}
+EDITION_NOTE = (
+    "*{edition} edition, for `mhacore` {version}.* Run the cells from the top. Figures and "
     "equations appear in the output of the cell that computes them; numbers the book "
     "prints in its text are printed as `key = value`. Each exercise with a self-check "
     "has a cell `answer = None`: put your answer there, then run the check.")
@@ -63,12 +78,15 @@ class Target:
     title: str
 
     def name(self) -> str:
-        """The words the site prints for the reference, e.g. ``Theorem 2`` or ``(3)``."""
+        """The words the site prints for the reference, e.g. ``Theorem 2``, ``(3)`` or
+        ``Exercise 1.1 (The Epanechnikov constants)``."""
         if self.kind == "equation":
             return f"({self.number})" if self.number else "the equation"
         word = KIND_NAMES.get(self.kind)
         if word and self.number:
             return f"{word} {self.number}"
+        if self.kind == "exercise":  # numbered by hand in its title, as on the site
+            return exercise_name(self.title) or self.title or word
         return self.title or word or self.kind
 
 
@@ -98,7 +116,11 @@ class Block:
 
 
 def split_blocks(lines: list[str]) -> list:
-    """``lines`` as a list of plain lines (str) and fenced :class:`Block` s (top level)."""
+    """``lines`` as a list of plain lines (str) and fenced :class:`Block` s (top level).
+
+    A directive left open raises ``ValueError`` (it would swallow the rest of the text,
+    in the student edition silently); a plain code fence left open runs to the end, as
+    in CommonMark."""
     out, i = [], 0
     while i < len(lines):
         match = _OPEN.match(lines[i])
@@ -109,6 +131,9 @@ def split_blocks(lines: list[str]) -> list:
         fence, info = match.group("fence"), match.group("info").strip()
         end = _closing(lines, i, fence, directive=info.startswith("{"))
         directive = _DIRECTIVE_INFO.match(info)
+        if directive and end == len(lines):
+            raise ValueError(f"markdown has an unclosed {{{directive.group('name')}}} "
+                             f"block (fence {fence!r}) at line {i + 1}")
         if directive:
             options, body = _split_options(lines[i + 1:end])
             out.append(Block(fence, directive.group("name"), directive.group("arg").strip(),
@@ -261,6 +286,9 @@ def plain_markdown(markdown: str, book: Book | None = None, page: str = "",
     > **Theorem 1 (Rate).**
     >
     > It holds (k).
+    >>> print(plain_markdown("Before\\n::::{solution} ex-1\\nhidden\\n::::\\nAfter"))
+    Before
+    After
     """
     book = book or Book()
     text = "\n".join(_render(markdown.split("\n"), book, page, solutions))
@@ -325,8 +353,8 @@ def _render_directive(block: Block, book: Book, page: str, solutions: bool) -> l
         if not solutions:
             return []
         label = book.labels.get(arg)
-        return ["", *_quote([f"**Solution to {label.name() if label else arg}.**", "",
-                             *body]), ""]
+        words = escape_markdown(label.name()) if label else arg  # "h*" is no emphasis
+        return ["", *_quote([f"**Solution to {words}.**", "", *body]), ""]
     if name in _FIGURES:
         number = _number_of(block, book, "figure", page)
         where = ("drawn by the code cell above" if name == "glue:figure"
@@ -376,19 +404,17 @@ def _role(name: str, body: str, book: Book, page: str) -> str:
         if name == "numref" and text:
             return text.replace("%s", target.number or "").replace("{number}",
                                                                   target.number or "")
-        return text or target.name()
+        return text or escape_markdown(target.name())  # a title may hold "h*" or "n_2"
     if name == "doc":
         stem = key.rstrip("/").split("/")[-1]
-        words = text or book.titles.get(stem, stem)
+        words = text or escape_markdown(book.titles.get(stem, stem))
         return f"[{words}]({stem}.ipynb)" if stem in book.notebooks else f"*{words}*"
     if name.startswith("cite"):
         return cite([k.strip() for k in key.split(",")], book, textual=name in (
             "cite:t", "cite:ts", "cite:ct"))
     if name.startswith("glue"):
         return f"`{key.split(':')[0].strip()}`"
-    if name == "exec-time":  # a page's run time, which only the site's build knows
-        from .teach import EXEC_TIME_TEXT
-
+    if name == "exec-time":
         return EXEC_TIME_TEXT
     if name == "math":
         return f"${body}$"
@@ -397,53 +423,11 @@ def _role(name: str, body: str, book: Book, page: str) -> str:
 
 # --- citations ----------------------------------------------------------------------------
 
-def read_references(bibfile: Path) -> dict[str, dict]:
-    """``{key: {"authors": [last names], "year": ..., "entry": formatted text}}``."""
-    from pybtex.database import parse_file
-    from pybtex.richtext import Text
-
-    def plain(value: str) -> str:
-        return Text.from_latex(value).render_as("text") if value else ""
-
-    refs = {}
-    for key, entry in parse_file(str(bibfile)).entries.items():
-        people = entry.persons.get("author") or entry.persons.get("editor") or []
-        last = [plain(" ".join(p.last_names)) for p in people]
-        # initials from the decoded names: "{\\L}ukasz" gives "Ł.", not "{."
-        full = [plain(" ".join(p.last_names)) + ", " + " ".join(
-            plain(n)[0] + "." for n in p.first_names + p.middle_names if plain(n))
-            for p in people]
-        fields = {k.lower(): plain(v) for k, v in entry.fields.items()}
-        year = fields.get("year", "n.d.")
-        venue = next((fields[k] for k in ("journal", "booktitle", "publisher", "howpublished",
-                                          "school", "institution") if fields.get(k)), "")
-        parts = [f"{'; '.join(full) or key} ({year}). {fields.get('title', '')}."]
-        if venue:
-            parts.append(f"*{venue}*" + (f" {fields['volume']}" if fields.get("volume") else "")
-                         + (f", {fields['pages']}" if fields.get("pages") else "") + ".")
-        if fields.get("eprint") and fields["eprint"] not in " ".join(parts):
-            parts.append(f"arXiv:{fields['eprint']}.")
-        elif fields.get("doi"):
-            parts.append(f"doi:{fields['doi']}.")
-        elif fields.get("url"):
-            parts.append(fields["url"])
-        refs[key] = {"authors": last, "year": year, "entry": " ".join(parts)}
-    return refs
-
-
-def _author_year(key: str, book: Book) -> tuple[str, str]:
-    ref = book.references.get(key)
-    if ref is None:
-        return key, ""
-    names = ref["authors"]
-    who = (names[0] if len(names) == 1 else " and ".join(names) if len(names) == 2
-           else f"{names[0]} et al." if names else key)
-    return who, ref["year"]
-
-
 def cite(keys: list[str], book: Book, textual: bool = False) -> str:
-    """Author–year citation of ``keys``: ``(Watson, 1964)`` or, textual, ``Watson (1964)``."""
-    pairs = [_author_year(k, book) for k in keys]
+    """Author–year citation of ``keys``: ``(Watson, 1964)`` or, textual, ``Watson (1964)``
+    (a key the bibliography lacks reads as itself)."""
+    pairs = [(book.references[k]["who"], book.references[k]["year"])
+             if k in book.references else (k, "") for k in keys]
     if textual:
         return "; ".join(f"{who} ({year})" if year else who for who, year in pairs)
     return "(" + "; ".join(f"{who}, {year}" if year else who for who, year in pairs) + ")"
@@ -502,22 +486,29 @@ def read_book(book_root: Path) -> Book:
     config = yaml.safe_load((book_root / "_config.yml").read_text(encoding="utf-8")) \
         if (book_root / "_config.yml").is_file() else {}
     for bib in (config or {}).get("bibtex_bibfiles", []):
-        book.references.update(read_references(book_root / bib))
+        book.references.update(_references.read_references(book_root / bib))
     return book
 
 
-def reader_notebook(source: Path, book: Book, solutions: bool = False):
-    """The reader edition of the chapter at ``source`` (an nbformat notebook).
+def edition_notebook(source: Path, book: Book, edition: str = "reader"):
+    """The chapter at ``source`` as a plain notebook of ``edition`` (nbformat).
 
-    Markdown made plain (:func:`plain_markdown`), glued values shown where they are
-    computed, solution cells replaced by an empty ``answer = None`` cell (kept when
-    ``solutions``), instructor-only cells dropped, and a references cell at the end.
+    Markdown made plain (:func:`plain_markdown`) and glued values shown where they are
+    computed (:func:`mhacore.teach.show_glued`), in every edition; a references cell at
+    the end. What else each keeps is :data:`EDITIONS`: the instructor edition keeps the
+    written solutions, the instructor-only cells and the answer cells' code; the nbgrader
+    edition only the answer cells' code (still tagged ``solution``, for
+    :mod:`mhacore.grading`); the reader and student editions replace each answer cell by an
+    empty ``answer = None`` cell and open with a note on how to use the notebook.
     """
     import jupytext
     import nbformat
 
     from .teach import INSTRUCTOR_TAG, SOLUTION_TAG, STUB, show_glued
 
+    if edition not in EDITIONS:
+        raise ValueError(f"edition must be one of {sorted(EDITIONS)}; got {edition!r}")
+    solutions, answers, note = EDITIONS[edition]
     source = Path(source)
     raw = source.read_text(encoding="utf-8")
     nb = show_glued(jupytext.reads(raw, fmt="md:myst"))
@@ -530,14 +521,15 @@ def reader_notebook(source: Path, book: Book, solutions: bool = False):
             cell.source = plain_markdown(cell.source, book, source.stem, solutions)
             if not cell.source.strip():
                 continue
-        elif cell.cell_type == "code" and SOLUTION_TAG in tags and not solutions:
+        elif cell.cell_type == "code" and SOLUTION_TAG in tags and not answers:
             cell.source = STUB
             cell.metadata["tags"] = [t for t in tags if t not in (SOLUTION_TAG, "remove-cell")]
         cells.append(cell)
-    if cells and not solutions:
-        note = nbformat.v4.new_markdown_cell(READER_NOTE.format(version=_version()))
-        note.metadata[READER_KEY] = True
-        cells.insert(1, note)
+    if cells and note:
+        cell = nbformat.v4.new_markdown_cell(EDITION_NOTE.format(
+            edition=edition.capitalize(), version=_version()))
+        cell.metadata[READER_KEY] = True
+        cells.insert(1, cell)
     refs = references_cell(raw, book)
     if refs:
         cell = nbformat.v4.new_markdown_cell(refs)
@@ -547,7 +539,7 @@ def reader_notebook(source: Path, book: Book, solutions: bool = False):
         cell.id = f"{source.stem[:40]}-{i:03d}"  # the same file from every run
     nb.cells = cells
     nb.metadata.pop("jupytext", None)
-    nb.metadata["mhacore_edition"] = "instructor" if solutions else "reader"
+    nb.metadata["mhacore_edition"] = edition
     return nb
 
 
@@ -557,27 +549,9 @@ def _version() -> str:
     return __version__
 
 
-def reader_notebooks(book_root: Path, solutions: bool = False) -> dict:
-    """``{chapter stem: reader notebook}`` for every numbered chapter of the book."""
+def reader_notebooks(book_root: Path, edition: str = "reader") -> dict:
+    """``{chapter stem: notebook of edition}`` for every numbered chapter of the book."""
     from .teach import chapter_sources
 
     book = read_book(book_root)
-    return {s.stem: reader_notebook(s, book, solutions) for s in chapter_sources(book_root)}
-
-
-def write_readers(out: Path, book_root: Path = Path("."), make_zip: bool = False,
-                  force: bool = False) -> Path:
-    """Write the reader notebooks of every chapter into ``out`` (a new or empty folder, or
-    one written before: :mod:`mhacore._outdir`); return the folder, or the archive when
-    ``make_zip``."""
-    import nbformat
-
-    from . import _outdir
-
-    notebooks = reader_notebooks(book_root)
-    if not notebooks:
-        raise ValueError(f"book_root must hold _toc.yml and MyST chapters; none in {book_root}")
-    target = _outdir.prepare(Path(out), force=force, make_zip=make_zip)
-    for stem, nb in notebooks.items():
-        nbformat.write(nb, target.folder / f"{stem}.ipynb")
-    return _outdir.finish(target)
+    return {s.stem: edition_notebook(s, book, edition) for s in chapter_sources(book_root)}

@@ -8,12 +8,15 @@ renders them; reveal.js comes from the pinned PyPI package ``sphinx-revealjs`` (
 files are used) and MathJax from ``django-static-mathjax``, both copied beside the decks.
 
 The site's build calls :func:`write_decks` on the notebooks it has just executed
-(``book/_ext/course_slides.py``), so the slides show the same numbers as the chapters.
+(``book/_ext/course_slides.py``), so the slides show the same numbers as the chapters; the
+text is made plain by the converter every edition uses (:func:`mhacore.reader.plain_markdown`),
+so references read "Theorem 3.1", "Figure 6.2", "(6.1)" and citations author–year.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import shutil
@@ -171,13 +174,14 @@ def split_long(text: str, limit: int = MAX_WORDS) -> list[str]:
 
 
 def session_notebook(executed, half: int | None = None, glued: dict | None = None,
-                     names: dict | None = None, citations: dict | None = None):
+                     book=None, page: str = ""):
     """A deck (nbformat) from an executed chapter notebook.
 
     Everything from the chapter's ``## Exercises`` heading on is left out (exercises,
-    their answer cells and self-check outputs); references and citations read as the site
-    shows them (:func:`mhacore._references.resolve`); a section longer than
-    :data:`MAX_WORDS` words is split into several slides at its paragraphs.
+    their answer cells and self-check outputs); the text is made plain with the numbers
+    and citations of ``book`` (:func:`mhacore.reader.plain_markdown`, solutions dropped);
+    a section longer than :data:`MAX_WORDS` words is split into several slides at its
+    paragraphs.
 
     Parameters
     ----------
@@ -187,15 +191,14 @@ def session_notebook(executed, half: int | None = None, glued: dict | None = Non
         All sections, or the first or second half of its ``##`` sections.
     glued : dict, optional
         The chapter's glued outputs (myst-nb's ``.glue.json`` beside the notebook).
-    names : dict of str to str, optional
-        What a reference to each label reads ("Theorem 3", "Fig. 4").
-    citations : dict of str to str, optional
-        The author–year label of each BibTeX key.
+    book : mhacore.reader.Book, optional
+        The book's labels, titles and references (:func:`mhacore.reader.read_book`).
+    page : str
+        The chapter's file stem (``06-heads-and-width``).
     """
     import nbformat
 
-    from mhacore._references import resolve
-    from mhacore.teach import plain_markdown, strip_solution_blocks
+    from mhacore.reader import plain_markdown
 
     if half not in (None, 0, 1):
         raise ValueError(f"half must be None, 0 or 1; got {half!r}")
@@ -214,8 +217,7 @@ def session_notebook(executed, half: int | None = None, glued: dict | None = Non
     cells = []
     for cell in source_cells:
         if cell.cell_type == "markdown":
-            text = resolve(strip_solution_blocks(cell.source), names or {}, citations or {})
-            text = plain_markdown(text).strip()
+            text = plain_markdown(cell.source, book, page).strip()
             if not text:
                 continue
             for at, part in enumerate(split_long(text)):
@@ -243,22 +245,6 @@ def session_notebook(executed, half: int | None = None, glued: dict | None = Non
     return deck
 
 
-_LINK = re.compile(r'<a class="reference internal" href="[^"#]*#(?:equation-)?(?P<label>[\w-]+)"'
-                   r'[^>]*>(?P<text>.*?)</a>', re.S)
-
-
-def names_from_site(html_dir: Path) -> dict[str, str]:
-    """What each cross-reference reads on the built site ("Theorem 3", "Fig. 4", "(16)"),
-    by label, from the links of its pages under ``html_dir``."""
-    names = {}
-    for page in sorted(Path(html_dir).rglob("*.html")):
-        for link in _LINK.finditer(page.read_text(encoding="utf-8", errors="replace")):
-            text = " ".join(re.sub(r"<[^>]+>", "", link.group("text")).split())
-            if text and not link.group("label").startswith("id"):
-                names.setdefault(link.group("label"), text)
-    return names
-
-
 def _copy_assets(out: Path) -> None:
     import sphinx_revealjs
 
@@ -274,17 +260,21 @@ def _copy_assets(out: Path) -> None:
 
 
 def write_decks(out: Path, executed_dir: Path, sessions: dict | None = None,
-                names: dict | None = None, citations: dict | None = None) -> list[Path]:
+                book=None) -> list[Path]:
     """Write one deck per session into ``out`` from the executed chapters in
     ``executed_dir`` (``NN-slug.ipynb``); return the decks written.
 
-    Sessions whose chapter is not in ``executed_dir`` are skipped; ``names`` and
-    ``citations`` are as in :func:`session_notebook`.
+    Sessions whose chapter is not in ``executed_dir`` are skipped; ``book`` is as in
+    :func:`session_notebook` (a page it names reads as its title: the decks hold no
+    notebooks to link to).
     """
     import nbformat
     from nbconvert import SlidesExporter
 
+    from mhacore.reader import Book
+
     sessions = SESSIONS if sessions is None else sessions
+    book = dataclasses.replace(book or Book(), notebooks=set())
     executed = {p.name[:2]: p for p in sorted(Path(executed_dir).glob("[0-9][0-9]-*.ipynb"))}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -303,7 +293,7 @@ def write_decks(out: Path, executed_dir: Path, sessions: dict | None = None,
         glue_file = executed[chapter].with_suffix(".glue.json")
         glued = json.loads(glue_file.read_text("utf-8")) if glue_file.is_file() else {}
         deck = session_notebook(nbformat.read(executed[chapter], as_version=4), half, glued,
-                                names, citations)
+                                book, executed[chapter].stem)
         title = next((c.source.split("\n", 1)[0][2:] for c in deck.cells
                       if c.cell_type == "markdown" and c.source.startswith("# ")), chapter)
         deck.metadata["title"] = f"Session {session}: {title}"

@@ -6,19 +6,22 @@ becomes a stub that sets ``answer = None`` (so the self-check cell after it repl
 turn" instead of failing, and the notebook still runs top to bottom), and cells tagged
 ``instructor-only`` (the book's assertion that its own answer passes) are dropped.
 
-``python -m mhacore teach reader --out DIR`` writes the reader edition (plain Markdown,
-numbered references, no solutions; the site's ``.ipynb`` download): see
-:mod:`mhacore.reader`.
+``python -m mhacore teach reader --out DIR`` writes the reader edition (the same
+notebooks, with a note for readers; the site's ``.ipynb`` download of each chapter).
 
 ``python -m mhacore teach instructor --out DIR`` writes the full notebooks (solutions
-included) and the teaching plan. ``--zip`` packs either into a single archive named after
+included), the answer key and the teaching plan. ``--zip`` packs either into a single archive named after
 the folder. ``teach`` writes only into a new or empty folder, or one it wrote before (a
 marker file says so), and refuses otherwise unless given ``--force`` (see
 :mod:`mhacore._outdir`).
 
-In both, the figures, equations and numbers a chapter passes to its text with myst-nb's
-``glue`` show in the output of the cell that computes them (a cell added after the imports
-redefines ``glue`` to display its value), and the text names them by their key.
+Every edition's Markdown is made plain by the one converter,
+:func:`mhacore.reader.plain_markdown`, from the book read once per run
+(:func:`mhacore.reader.read_book`): theorems, figures and equations by the numbers the
+site gives them ("Theorem 3.1", "Figure 6.2", "(6.1)"), citations author–year with a
+references cell at the end. The figures, equations and numbers a chapter passes to its
+text with myst-nb's ``glue`` show in the output of the cell that computes them (a cell
+added after the imports redefines ``glue`` to display its value).
 
 The chapters are read from the book's ``_toc.yml``, in its order, so the notebooks follow
 the chapters exactly as they are built.
@@ -32,27 +35,13 @@ import sys
 from pathlib import Path
 
 from . import _outdir
-from ._references import escape_markdown
+from .reader import Book, edition_notebook, plain_markdown, read_book, toc_pages
 
 SOLUTION_TAG = "solution"
 INSTRUCTOR_TAG = "instructor-only"  # e.g. the hidden assert that the reference answer passes
 STUB = ("# Your turn: define what you need (e.g. symbols with sp.symbols), compute your\n"
         "# answer, replace None with it, then run the self-check below.\n"
         "answer = None")
-_FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{solution\}")
-_DIRECTIVE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}\s*(?P<arg>.*)$")
-# Directives a notebook front end cannot render, and the bold heading each becomes.
-_HEADINGS = {
-    "exercise": "Exercise {arg} [{label}]", "solution": "Solution to {arg}",
-    "prf:theorem": "Theorem: {arg}", "prf:definition": "Definition: {arg}",
-    "prf:remark": "Remark: {arg}", "prf:lemma": "Lemma: {arg}", "admonition": "{arg}",
-    "prf:proposition": "Proposition: {arg}", "prf:corollary": "Corollary: {arg}",
-    "note": "Note", "tip": "Tip", "important": "Important", "warning": "Warning",
-    "glue:figure": "Figure `{arg}` (drawn in the output of the code cell that computes it)",
-    "glue:math": "Equation `{arg}` (shown in the output of the code cell that computes it)",
-    "glue": "`{arg}` (shown in the output of the code cell that computes it)",
-    "glue:any": "`{arg}` (shown in the output of the code cell that computes it)",
-}
 # Inline glue roles, {glue:text}`key:fmt` etc.: group 1 is the key, group 2 the format.
 _GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`:]*)(?::([^`]*))?`")
 GLUE_IMPORT = "from myst_nb import glue"
@@ -78,113 +67,31 @@ def glue(name, variable, display=True):
         print(f"{{name}} = {{variable}}")
     else:
         _ipd.display(variable)'''
-_CROSS_REF = re.compile(r"\{(?:prf:ref|ref|doc|numref|eq|term)\}`([^`]*)`")
-_CITE = re.compile(r"\{cite(?::\w+)?\}`([^`]*)`")
 # {exec-time}`this`: a page's run time, filled in by the site's build (book/_ext/exec_time.py)
 _EXEC_TIME = re.compile(r"\{exec-time\}`[^`]*`")
-EXEC_TIME_TEXT = "the time the site's build status page lists"
 TEACHING_PLAN = "book/course.md"
-
-
-def strip_solution_blocks(markdown: str) -> str:
-    """Remove every ``{solution}`` directive (backtick or colon fence) from MyST text.
-
-    Examples
-    --------
-    >>> text = "Q?\\n\\n```{solution} ex-1-1\\n:class: dropdown\\n\\nIt is 4.\\n```\\n\\nMore."
-    >>> strip_solution_blocks(text)
-    'Q?\\n\\n\\nMore.'
-    """
-    out, fence = [], None
-    for line in markdown.split("\n"):
-        if fence is None:
-            match = _FENCE.match(line.lstrip())
-            if match:
-                fence = match.group("fence")
-                continue
-            out.append(line)
-        elif line.strip() == fence:
-            fence = None
-    if fence is not None:
-        raise ValueError(f"markdown has an unclosed {{solution}} block (fence {fence!r})")
-    return re.sub(r"\n{4,}", "\n\n\n", "\n".join(out))
-
-
-def plain_markdown(markdown: str) -> str:
-    """MyST text as a notebook front end can show it: directives become bold headings,
-    cross-references their target, citations ``[key]``, glued values their key.
-
-    Examples
-    --------
-    >>> print(plain_markdown("```{exercise} 1.1 Sum it\\n:label: ex-1-1\\n\\nSee {cite}`b2001`.\\n```"))
-    **Exercise 1.1 Sum it [ex-1-1]**
-    <BLANKLINE>
-    See [b2001].
-    >>> glued = "So rho = {glue:text}`rho:.2f`.\\n```{glue:math} eq-rho\\n:label: eq-rho\\n```"
-    >>> print(plain_markdown(glued))
-    So rho = `rho`.
-    **Equation `eq-rho` (shown in the output of the code cell that computes it)**
-    """
-    out, fences = [], []
-    lines = markdown.split("\n")
-    i = 0
-    while i < len(lines):
-        stripped = lines[i].strip()
-        match = _DIRECTIVE.match(stripped)
-        if match and match.group("name") in _HEADINGS:
-            i += 1
-            options = {}
-            while i < len(lines) and re.match(r"^:[\w-]+:", lines[i]):
-                key, _, value = lines[i][1:].partition(":")
-                options[key] = value.strip()
-                i += 1
-            heading = _HEADINGS[match.group("name")].format(
-                arg=escape_markdown(match.group("arg")),
-                label=options.get("label", "")).rstrip(": ")
-            out.append(f"**{heading}**" if heading else "")
-            fences.append(match.group("fence"))
-            continue
-        if fences and stripped == fences[-1]:
-            fences.pop()
-        else:
-            out.append(lines[i])
-        i += 1
-    text = "\n".join(out)
-    text = _CROSS_REF.sub(lambda m: re.sub(r"\s*<[^>]*>$", "", m.group(1)), text)
-    text = _GLUE_ROLE.sub(lambda m: f"`{m.group(1).strip()}`", text)
-    text = _EXEC_TIME.sub(EXEC_TIME_TEXT, text)
-    return _CITE.sub(lambda m: "[" + "; ".join(k.strip() for k in m.group(1).split(",")) + "]",
-                     text)
 
 
 _SLIDE_LINK = re.compile(r'<a href="\.\./slides/(session-\d+\.slides\.html)">[^<]*</a>')
 SLIDES_IN_SITE = "`slides/{}` of the built site (`make book` writes it into `_build/html`)"
 
 
-def plan_markdown(plan: str, sources: list[Path]) -> str:
-    """The course page as the instructor pack's ``teaching-plan.md``: chapters named by
-    their titles, exercises as "Exercise 1.1 (title)", each slide link pointing into the
-    built site (the pack holds no slides), and the run-time lines dropped (they are
-    measured by the site's build, which the pack does not run).
+def plan_markdown(plan: str, book: Book) -> str:
+    """The course page as the instructor pack's ``teaching-plan.md`` (Markdown made plain
+    by :func:`mhacore.reader.plain_markdown`): chapters linked to their notebooks in the
+    pack by their titles, exercises as "Exercise 1.1 (title)", each slide link pointing
+    into the built site (the pack holds no slides), and the run-time lines dropped (they
+    are measured by the site's build, which the pack does not run).
 
     Examples
     --------
     >>> link = '- **Slides.** <a href="../slides/session-1.slides.html">session 1</a>.'
-    >>> print(plan_markdown(link, []))
+    >>> print(plan_markdown(link, Book()))
     - **Slides.** `slides/session-1.slides.html` of the built site (`make book` writes it into `_build/html`).
     """
-    from mhacore._references import chapter_title, escape_markdown, exercise_names, resolve
-
-    names = {}
-    for page in sorted({s.parent for s in sources}):  # other pages: the ledger, ...
-        names.update({md.stem: escape_markdown(chapter_title(md)) for md in page.glob("*.md")})
-    for source in sources:
-        names[source.stem] = escape_markdown(chapter_title(source))
-        names.update({label: escape_markdown(name) for label, name
-                      in exercise_names(source.read_text(encoding="utf-8")).items()})
     lines = [line for line in plan.split("\n") if not _EXEC_TIME.search(line)]
     text = _SLIDE_LINK.sub(lambda m: SLIDES_IN_SITE.format(m.group(1)), "\n".join(lines))
-    return plain_markdown(resolve(text, names, {}))
+    return plain_markdown(text, book, Path(TEACHING_PLAN).stem)
 
 
 def show_glued(notebook):
@@ -222,37 +129,20 @@ def show_glued(notebook):
 
 def chapter_sources(book_root: Path) -> list[Path]:
     """The numbered executable chapters (``book/NN-slug.md``) of ``_toc.yml``, in order."""
-    from .reader import toc_pages  # every page of the table of contents
-
     return [p for p in toc_pages(book_root) if re.match(r"\d\d-", p.name)
             and "kernelspec:" in p.read_text("utf-8")[:3000]]
 
 
-def student_notebook(notebook):
-    """A copy of ``notebook`` (nbformat) with its solutions removed."""
-    import copy
-
-    nb = copy.deepcopy(notebook)
-    nb.cells = [c for c in nb.cells if INSTRUCTOR_TAG not in c.metadata.get("tags", [])]
-    for cell in nb.cells:
-        tags = cell.metadata.get("tags", [])
-        if cell.cell_type == "markdown":
-            cell.source = plain_markdown(strip_solution_blocks(cell.source))
-        elif cell.cell_type == "code" and SOLUTION_TAG in tags:
-            cell.source = STUB
-            cell.metadata["tags"] = [t for t in tags if t not in (SOLUTION_TAG, "remove-cell")]
-            cell.outputs = []
-    nb.metadata["mhacore_edition"] = "student"
-    return nb
-
-
 def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool = False,
              force: bool = False) -> Path:
-    """Write the student or instructor notebooks into ``out``; return the folder or zip.
+    """Write the reader, student or instructor notebooks into ``out``; return the folder
+    or zip.
 
     Parameters
     ----------
-    kind : {"student", "instructor"}
+    kind : {"reader", "student", "instructor"}
+        The edition (:data:`mhacore.reader.EDITIONS`); the student and instructor ones
+        come with a README, the instructor one with the answer key and teaching plan.
     out : Path
         The folder to write: new, empty, or one ``teach`` wrote before (see
         :mod:`mhacore._outdir`); otherwise ``ValueError`` unless ``force``.
@@ -265,37 +155,28 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
         Write into a folder holding other files (they are kept, not packed), and replace
         an archive ``teach`` did not make.
     """
-    import jupytext
+    import nbformat
 
-    if kind not in ("student", "instructor"):
-        raise ValueError(f"kind must be 'student' or 'instructor'; got {kind!r}")
+    if kind not in ("reader", "student", "instructor"):
+        raise ValueError(f"kind must be 'reader', 'student' or 'instructor'; got {kind!r}")
     book_root, out = Path(book_root), Path(out)
     sources = chapter_sources(book_root)
     if not sources:
         raise ValueError(f"book_root must hold _toc.yml and MyST chapters; none in {book_root}")
+    book = read_book(book_root)
     target = _outdir.prepare(out, force=force, make_zip=make_zip)
     for source in sources:
-        nb = show_glued(jupytext.read(source))
-        if kind == "student":
-            nb = student_notebook(nb)
-        else:
-            for cell in nb.cells:
-                if cell.cell_type == "markdown":
-                    cell.source = plain_markdown(cell.source)
-        jupytext.write(nb, out / f"{source.stem}.ipynb", fmt="ipynb")
+        nbformat.write(edition_notebook(source, book, kind), out / f"{source.stem}.ipynb")
     if kind == "instructor" and (book_root / TEACHING_PLAN).is_file():
         plan = (book_root / TEACHING_PLAN).read_text(encoding="utf-8")
-        (out / "teaching-plan.md").write_text(plan_markdown(plan, sources), encoding="utf-8")
+        (out / "teaching-plan.md").write_text(plan_markdown(plan, book), encoding="utf-8")
     if kind == "instructor":
-        _answer_key(out, sources)
-    (out / "README.md").write_text(_readme(kind, sources), encoding="utf-8")
+        from mhacore.answer_key import write_answer_key
+
+        write_answer_key(out, sources, book)
+    if kind != "reader":
+        (out / "README.md").write_text(_readme(kind, sources), encoding="utf-8")
     return _outdir.finish(target)
-
-
-def _answer_key(out: Path, sources: list[Path]) -> None:
-    from mhacore.answer_key import write_answer_key
-
-    write_answer_key(out, sources)
 
 
 def _readme(kind: str, sources: list[Path]) -> str:
@@ -307,8 +188,8 @@ def _readme(kind: str, sources: list[Path]) -> str:
              "which says whether it is right without revealing the solution. Numeric",
              "answers are judged to the precision the exercise states.", ""]
     lines += ["Figures, equations and numbers that the book shows inside its text appear",
-              "here in the output of the code cell that computes them; the text names each",
-              "by its key (numbers are printed as `key = value`).", ""]
+              "here in the output of the code cell that computes them (numbers are printed",
+              "as `key = value`); the text numbers them as the book does.", ""]
     lines += ["Run them in the book's environment, which your instructor provides (a lab",
               "machine or a JupyterHub with the `mhacore` package and its requirements",
               "installed): open this folder in JupyterLab there and pick that environment's",
@@ -366,11 +247,7 @@ def main(argv: list[str]) -> int:
                              "replace an archive teach did not make")
     args = parser.parse_args(argv)
     try:
-        if args.kind == "reader":
-            from .reader import write_readers
-
-            result = write_readers(args.out, args.book, args.zip, force=args.force)
-        elif args.kind == "nbgrader":
+        if args.kind == "nbgrader":
             result = _nbgrader_course(args.out, args.book, args.zip, args.force)
         else:
             result = generate(args.kind, args.out, args.book, args.zip, force=args.force)

@@ -148,10 +148,13 @@ def instructor_pack(tmp_path_factory):
 def test_answer_key_has_every_exercise_and_solution(instructor_pack):
     page = instructor_pack / "answer-key.html"
     text = _html_text(page)
-    for label in (m for s in chapter_sources(ROOT)
-                  for m in re.findall(r":label: (ex-\d+-\d+)", s.read_text("utf-8"))):
-        assert f"[{label}]" in text, label
-        assert f"Solution to {label}" in text, label
+    for source in chapter_sources(ROOT):
+        titles = EXERCISE_TITLE.findall(source.read_text("utf-8"))
+        for label, title in zip(re.findall(r":label: (ex-\d+-\d+)", source.read_text("utf-8")),
+                                titles, strict=True):
+            assert f"Exercise {title}" in text, label  # the heading, as on the site
+            assert f"Solution to {link_text(title)}" in text, label
+    assert not re.search(r"\bex-\d+-\d+\b|\{(?:prf:ref|numref|cite|ref)\}", text)
     assert "The choice of kernel\nmatters far less" in text  # the written solution of 1.1
     assert "Exercise 1.2 — Find h* for a new sample size" in text  # the * is not emphasis
     assert "answer=float(np.exp(ch01_nw.argmin_log_bandwidth" in "".join(text.split())
@@ -172,9 +175,14 @@ def test_teaching_plan_names_chapters_exercises_and_slides(instructor_pack):
     assert not re.findall(r"\bex-\d+-\d+\b(?!-test)", plan)  # no bare labels
     assert "Exercise 1.1 (The Epanechnikov constants)" in plan
     assert r"Exercise 1.2 (Find h\* for a new sample size)" in plan  # escaped: no emphasis
+    # chapters by their titles, linked to their notebooks beside the plan in the pack
+    links = re.findall(r"\]\(([^)\s]+)\)", plan)
+    assert links and all((instructor_pack / link).is_file() for link in links), links
     for source in chapter_sources(ROOT):
-        assert source.stem not in plan, source.stem  # chapters by their titles
-    assert "- **Read before.** Kernel smoothing and the Nadaraya–Watson estimator." in plan
+        assert f"({source.stem}.ipynb)" in plan, source.stem
+        assert source.stem not in plan.replace(f"({source.stem}.ipynb)", ""), source.stem
+    assert ("- **Read before.** [Kernel smoothing and the Nadaraya–Watson estimator]"
+            "(01-nadaraya-watson.ipynb).") in plan
     assert "../slides/" not in plan and "session-9.slides.html` of the built site" in plan
     assert "{exec-time}" not in plan and "build status page" not in plan
 
@@ -328,17 +336,21 @@ def _executed_chapter():
 
 
 def test_session_deck_keeps_sections_figures_and_no_solutions():
+    from mhacore.reader import Book, Target
     from mhacore.slides import MAX_WORDS, session_notebook, word_count
 
     chapter, glued = _executed_chapter()
-    names = {"thm-a": "Theorem 3", "fig-a": "Fig. 4", "eq-b": "(16)"}
-    deck = session_notebook(chapter, None, glued, names, {"breiman2001": "Breiman, 2001"})
+    book = Book(labels={"thm-a": Target("prf:theorem", "3.1", "03-x", "A"),
+                        "fig-a": Target("figure", "3.4", "03-x", ""),
+                        "eq-b": Target("equation", "3.16", "03-x", "")},
+                references={"breiman2001": {"who": "Breiman", "year": "2001", "entry": ""}})
+    deck = session_notebook(chapter, None, glued, book, "03-x")
     text = "\n".join(c.source for c in deck.cells)
     assert "Text 0.12." in text and "Visible." in text and "Before the exercises." in text
     assert "hidden answer" not in text and "secret" not in text and "Do this" not in text
     # nothing from the Exercises heading on: no later exercise, no self-check output
     assert "Exercise" not in text and "Correct" not in str(deck.cells)
-    assert "By Theorem 3 and Fig. 4 (Breiman, 2001; nobody), see (16)." in text
+    assert "By Theorem 3.1 and Figure 3.4 (Breiman, 2001; nobody), see (3.16)." in text
     outputs = [o for c in deck.cells if c.cell_type == "code" for o in c.outputs]
     assert [o.get("text") for o in outputs if o.output_type == "stream"] == ["printed 1\n"]
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the glued figure

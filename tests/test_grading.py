@@ -14,6 +14,7 @@ import pytest
 
 from mhacore.exercises import EXERCISES
 from mhacore.grading import WEEKS, assignment_notebook, write_course
+from mhacore.reader import read_book
 from mhacore.teach import chapter_sources
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,8 +22,9 @@ CHAPTER = "02-one-head-is-nw"
 
 
 def test_every_self_check_becomes_a_graded_hidden_test():
+    book = read_book(ROOT)
     for source in chapter_sources(ROOT):
-        notebook, labels = assignment_notebook(source)
+        notebook, labels = assignment_notebook(source, book)
         assert sorted(labels) == sorted(k for k, e in EXERCISES.items()
                                         if e.chapter == source.stem)
         graded = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")]
@@ -34,6 +36,16 @@ def test_every_self_check_becomes_a_graded_hidden_test():
         for cell in answers:
             assert cell.source.startswith("### BEGIN SOLUTION\n")
         assert "{solution}" not in "".join(c.source for c in notebook.cells)
+        markdown = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+        # the student notebooks' Markdown: the site's numbers, author-year citations
+        for role in ("{prf:ref}", "{numref}", "{cite", "{ref}", "{eq}", "{glue", "```{"):
+            assert role not in markdown, (source.stem, role)
+        assert "Solution to" not in markdown, source.stem
+        if "{cite" in source.read_text(encoding="utf-8"):
+            assert notebook.cells[-1].source.startswith("## References\n"), source.stem
+    markdown = "\n".join(c.source for c in assignment_notebook(
+        ROOT / "book" / "03-bias-variance-covariance.md", book)[0].cells)
+    assert "Theorem 3.1" in markdown and "(Krogh and Vedelsby, 1995)" in markdown
 
 
 @pytest.mark.parametrize("answer, points", [

@@ -11,9 +11,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from mhacore.reader import (Book, chapter_numbers, cite, page_labels, plain_markdown, read_book,
-                            read_references, reader_notebooks, write_readers)
-from mhacore.teach import STUB, chapter_sources
+from mhacore._references import read_references
+from mhacore.reader import (Book, chapter_numbers, cite, edition_notebook, page_labels,
+                            plain_markdown, read_book, reader_notebooks)
+from mhacore.teach import STUB, chapter_sources, generate
 
 ROOT = Path(__file__).resolve().parents[1]
 LEFTOVER_MYST = re.compile(r"\{glue|:::\{|```\{|\{numref\}|\{cite|\{prf:|\{ref\}|\{doc\}|\{eq\}"
@@ -64,6 +65,42 @@ def test_exercises_become_headings_and_solutions_go():
     assert "It is 4" in plain_markdown(text, book, "02-x", solutions=True)
 
 
+def test_exercises_are_named_as_the_site_links_them():
+    """A reference to an exercise numbered by hand reads as the site's link text
+    (book/_ext/exercise_titles.py), with Markdown's emphasis characters escaped."""
+    book = read_book(ROOT)
+    assert plain_markdown("See {ref}`ex-1-1`.", book) == \
+        "See Exercise 1.1 (The Epanechnikov constants)."
+    assert plain_markdown("{ref}`ex-1-2`", book) == r"Exercise 1.2 (Find h\* for a new sample size)"
+    solution = plain_markdown("```{solution} ex-1-1\n:class: dropdown\n\nIt is 4.\n```", book,
+                              "01-nadaraya-watson", solutions=True)
+    assert solution.startswith("> **Solution to Exercise 1.1 (The Epanechnikov constants).**")
+
+
+def test_every_edition_keeps_what_it_should(readers):
+    """One converter, four editions that differ only in what they keep."""
+    book = read_book(ROOT)
+    source = ROOT / "book" / f"{CHAPTERS[0]}.md"
+    editions = {e: edition_notebook(source, book, e) for e in
+                ("reader", "student", "instructor", "nbgrader")}
+    answers = {e: [c.source for c in nb.cells if c.cell_type == "code"
+                   and "check(" in c.source] for e, nb in editions.items()}
+    assert answers["reader"] == answers["student"] == answers["instructor"] \
+        == answers["nbgrader"] != []  # the self-checks, in every edition
+    for edition, nb in editions.items():
+        text = markdown_of(nb)
+        assert not LEFTOVER_MYST.search(text), edition
+        assert nb.metadata["mhacore_edition"] == edition
+        assert ("Solution to Exercise 1.1" in text) == (edition == "instructor"), edition
+        stubs = [c for c in nb.cells if c.cell_type == "code" and c.source == STUB]
+        assert bool(stubs) == (edition in ("reader", "student")), edition
+    assert markdown_of(editions["reader"]).replace("*Reader edition", "*Student edition") == \
+        markdown_of(editions["student"])
+    assert editions["reader"].cells == readers[CHAPTERS[0]].cells
+    with pytest.raises(ValueError, match="edition must be one of"):
+        edition_notebook(source, book, "teacher")
+
+
 def test_citations_are_author_year():
     book = read_book(ROOT)
     assert cite(["nadaraya1964", "watson1964"], book) == "(Nadaraya, 1964; Watson, 1964)"
@@ -97,9 +134,14 @@ def test_references_decode_latex_in_author_names(tmp_path):
                    "Polosukhin, Illia and M{\\\"u}ller, J{\\o}rg},\n"
                    "  title = {Attention},\n  year = {2017},\n  booktitle = {NeurIPS}\n}\n",
                    encoding="utf-8")
-    ref = read_references(bib)["v2017"]
+    bib.write_text(bib.read_text(encoding="utf-8") + "@article{b1973,\n  author = "
+                   "{Bj{\\\"o}rck, {\\AA}ke and Golub, Gene H.},\n  title = {Angles},\n"
+                   "  year = {1973},\n  journal = {Math. Comp.}\n}\n", encoding="utf-8")
+    refs = read_references(bib)
+    ref = refs["v2017"]
     assert ref["entry"].startswith("Kaiser, Ł.; Polosukhin, I.; Müller, J. (2017)."), ref
-    assert ref["authors"] == ["Kaiser", "Polosukhin", "Müller"]
+    assert (ref["who"], ref["year"]) == ("Kaiser et al.", "2017")
+    assert (refs["b1973"]["who"], refs["b1973"]["year"]) == ("Björck and Golub", "1973")
     assert "{" not in ref["entry"] and "\\" not in ref["entry"]
     book = read_book(ROOT)
     assert all("{" not in r["entry"] and "\\" not in r["entry"]
@@ -119,7 +161,7 @@ def test_site_download_is_the_reader_notebook_and_runs(strict_build, tmp_path):
 
     proc, html = strict_build
     assert proc.returncode == 0
-    written = write_readers(tmp_path / "reader", ROOT)
+    written = generate("reader", tmp_path / "reader", ROOT)
     counts = {}
     for stem in CHAPTERS:
         download = html / "_sources" / "book" / f"{stem}.ipynb"

@@ -1,4 +1,5 @@
-"""Student and instructor notebooks: no solution text, still executable, in sync."""
+"""Student and instructor notebooks: no solution text, still executable, in sync, with the
+site's numbers and author–year citations (the one converter, mhacore.reader)."""
 
 import json
 import re
@@ -11,11 +12,16 @@ import jupytext
 import nbformat
 import pytest
 
-from mhacore.teach import (GLUE_CELL_KEY, GLUE_IMPORT, INSTRUCTOR_TAG, STUB, chapter_sources,
-                           generate, strip_solution_blocks)
+from mhacore._references import escape_markdown
+from mhacore.reader import READER_KEY, cite, plain_markdown, read_book
+from mhacore.teach import GLUE_CELL_KEY, GLUE_IMPORT, INSTRUCTOR_TAG, STUB, chapter_sources, generate
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION_BLOCK = re.compile(r"^(`{3,}|:{3,})\{solution\}.*?^\1\s*$", re.S | re.M)
+REFERENCE = re.compile(r"\{(?:prf:ref|numref|eq)\}`([^`<]*)`")  # a bare label, no own text
+CITATION = re.compile(r"\{cite(:t)?\}`([^`]*)`")
+LEFTOVER_MYST = re.compile(r"\{glue|:::\{|```\{|\{numref\}|\{cite|\{prf:|\{ref\}|\{doc\}|\{eq\}"
+                           r"|^\([\w-]+\)=\s*$", re.M)
 
 
 def solution_texts(source: Path) -> list[str]:
@@ -39,11 +45,22 @@ def student_dir(tmp_path_factory):
     return generate("student", tmp_path_factory.mktemp("student"), ROOT)
 
 
-def test_strip_handles_colon_fences_and_keeps_the_rest():
+@pytest.fixture(scope="module")
+def book():
+    return read_book(ROOT)
+
+
+def markdown_cells(path: Path) -> list[str]:
+    return [c.source for c in nbformat.read(path, as_version=4).cells
+            if c.cell_type == "markdown"]
+
+
+def test_solutions_go_with_colon_fences_and_the_rest_stays():
     text = "Before\n::::{solution} ex-1\nhidden\n::::\nAfter"
-    assert strip_solution_blocks(text) == "Before\nAfter"
-    with pytest.raises(ValueError, match="unclosed"):
-        strip_solution_blocks("```{solution} ex-1\nnever closed")
+    assert plain_markdown(text) == "Before\nAfter"
+    assert "hidden" in plain_markdown(text, solutions=True)
+    with pytest.raises(ValueError, match=r"unclosed \{solution\} block"):
+        plain_markdown("```{solution} ex-1\nnever closed")
 
 
 def test_every_chapter_gets_a_student_notebook(student_dir):
@@ -72,14 +89,48 @@ def test_student_notebooks_hold_no_solution_text(student_dir):
     assert checked > 0, "no solution text was found in the chapters to check"
 
 
-def test_student_notebooks_stay_in_sync_with_the_chapters(student_dir):
+def test_student_notebooks_show_numbers_and_author_year_citations(student_dir, book):
+    """No bare label or citation key: every reference reads as the site numbers it
+    ("Theorem 3.1", "Figure 6.2", "(6.1)") and every citation author–year, with the works
+    listed in a references cell at the end."""
+    numbered = 0
+    for source in chapter_sources(ROOT):
+        text = SOLUTION_BLOCK.sub("", source.read_text(encoding="utf-8"))  # what students see
+        cells = markdown_cells(student_dir / f"{source.stem}.ipynb")
+        markdown = "\n".join(cells)
+        assert not LEFTOVER_MYST.search(markdown), (source.stem, LEFTOVER_MYST.search(markdown))
+        for label in set(REFERENCE.findall(text)):
+            target = book.labels[label.strip()]
+            assert escape_markdown(target.name()) in markdown, (source.stem, label)
+            numbered += bool(re.fullmatch(r"(\w+ |\()\d+\.\d+\)?", target.name()))
+        keys = {k.strip() for _, body in CITATION.findall(text) for k in body.split(",")}
+        for key in keys:
+            assert re.search(rf"\b{re.escape(key)}\b", markdown) is None, (source.stem, key)
+            assert cite([key], book)[1:-1] in markdown, (source.stem, key)
+        if keys:  # each work cited, once (solutions may cite more)
+            assert cells[-1].startswith("## References\n"), source.stem
+            entries = cells[-1].split("\n- ")[1:]
+            assert len(entries) >= len(keys) and len(set(entries)) == len(entries), source.stem
+    assert numbered >= 20, numbered  # chapter-prefixed numbers (25 today), not just titles
+    chapter4 = next(s for s in chapter_sources(ROOT) if s.name.startswith("04-"))
+    cell = next(c for c in markdown_cells(student_dir / f"{chapter4.stem}.ipynb")
+                if c.startswith("**Why the orthonormal form.**"))
+    assert "The summary of (Fokoué, 2026) that" in cell and cell.endswith("of\nDefinition 4.2.")
+
+
+def test_student_notebooks_stay_in_sync_with_the_chapters(student_dir, book):
     for source in chapter_sources(ROOT):
         chapter = jupytext.read(source)
-        kept = [c for c in chapter.cells if INSTRUCTOR_TAG not in c.metadata.get("tags", [])]
+        kept = [c for c in chapter.cells if INSTRUCTOR_TAG not in c.metadata.get("tags", [])
+                and (c.cell_type != "markdown"  # a cell of solutions and targets alone goes
+                     or plain_markdown(c.source, book, source.stem).strip())]
         student = nbformat.read(student_dir / f"{source.stem}.ipynb", as_version=4)
         added = [c for c in student.cells if c.metadata.get(GLUE_CELL_KEY)]
         assert len(added) == (GLUE_IMPORT in source.read_text("utf-8"))
-        student.cells = [c for c in student.cells if not c.metadata.get(GLUE_CELL_KEY)]
+        note = student.cells[1]  # after the title
+        assert note.metadata.get(READER_KEY) and note.source.startswith("*Student edition")
+        student.cells = [c for c in student.cells
+                         if not (c.metadata.get(GLUE_CELL_KEY) or c.metadata.get(READER_KEY))]
         assert len(student.cells) == len(kept)
         for mine, theirs in zip(student.cells, kept):
             assert mine.cell_type == theirs.cell_type
@@ -134,7 +185,10 @@ def test_instructor_pack_zip_has_solutions_and_the_plan(tmp_path):
     assert "pack/teaching-plan.md" in names and "pack/README.md" in names
     first = chapter_sources(ROOT)[0]
     text = zipfile.ZipFile(archive).read(f"pack/{first.stem}.ipynb").decode()
-    assert "Solution to" in text and "{solution}" not in text  # kept, as plain markdown
+    # kept, as plain markdown
+    assert "Solution to Exercise 1.1 (The Epanechnikov constants)" in text
+    assert "{solution}" not in text and "{prf:ref}" not in text and "{cite}" not in text
+    assert json.loads(text)["metadata"]["mhacore_edition"] == "instructor"
     assert GLUE_CELL_KEY in text and "{glue" not in text  # glued values shown here too
     plan = zipfile.ZipFile(archive).read("pack/teaching-plan.md").decode()
     assert "Week 1" in plan and "{ref}" not in plan and "{doc}" not in plan

@@ -2,8 +2,10 @@
 
 Once the site is built, :func:`mhacore.slides.write_decks` turns the chapters this build
 executed (myst-nb's ``jupyter_execute`` folder) into one deck per session; the course
-page links to them. References read as on the built pages ("Theorem 3", "Fig. 4") and
-citations as author–year labels from the site's bibliography. Everything the decks load is copied beside them: they work offline.
+page links to them. References read with the numbers the site gives ("Theorem 3.1",
+"Figure 6.2") and citations author–year, from the book's sources
+(:func:`mhacore.reader.read_book`). Everything the decks load is copied beside them: they
+work offline.
 """
 
 from pathlib import Path
@@ -12,16 +14,12 @@ from pathlib import Path
 def _write_slides(app, exception):
     if exception is not None or app.builder.format != "html":
         return
-    from mhacore._references import citation_labels
-    from mhacore.slides import names_from_site, write_decks
+    from mhacore.reader import read_book
+    from mhacore.slides import write_decks
 
     executed = Path(app.outdir).parent / "jupyter_execute" / "book"
     if executed.is_dir():
-        citations = {}
-        for bibfile in app.config.bibtex_bibfiles:
-            citations.update(citation_labels(Path(app.srcdir) / bibfile))
-        write_decks(Path(app.outdir) / "slides", executed,
-                    names=names_from_site(Path(app.outdir) / "book"), citations=citations)
+        write_decks(Path(app.outdir) / "slides", executed, book=read_book(Path(app.confdir)))
 
 
 def setup(app):

@@ -62,7 +62,7 @@ LATEX_PREAMBLE = "\n".join([
 
 
 # Package modules that write editions and compute nothing a chapter shows.
-EDITION_MODULES = {"mhacore/reader.py", "mhacore/teach.py"}
+EDITION_MODULES = {"mhacore/reader.py", "mhacore/teach.py", "mhacore/_references.py"}
 
 
 def code_fingerprint(root: Path) -> str:
