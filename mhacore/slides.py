@@ -36,6 +36,9 @@ _EXERCISES = re.compile(r"^## Exercises", re.M)
 _GLUE_BLOCK = re.compile(r"^(?P<fence>`{3,}|:{3,})\{glue(?::figure|:math|:any)?\}\s*(?P<key>\S+)"
                          r".*?^(?P=fence)\s*$", re.S | re.M)
 _GLUE_TEXT = re.compile(r"\{glue(?::text)?\}`([^`:]*)(?::([^`]*))?`")
+# the converter's block quotes (theorems, proofs, admonitions): a slide shows them as plain
+# paragraphs under their bold title, so that a long one can be cut across slides
+_QUOTE = re.compile(r"^(?:> ?)+", re.M)
 
 
 def _glued_text(glued: dict, key: str, fmt: str | None) -> str:
@@ -179,9 +182,9 @@ def session_notebook(executed, half: int | None = None, glued: dict | None = Non
 
     Everything from the chapter's ``## Exercises`` heading on is left out (exercises,
     their answer cells and self-check outputs); the text is made plain with the numbers
-    and citations of ``book`` (:func:`mhacore.reader.plain_markdown`, solutions dropped);
-    a section longer than :data:`MAX_WORDS` words is split into several slides at its
-    paragraphs.
+    and citations of ``book`` (:func:`mhacore.reader.plain_markdown`, solutions dropped,
+    block quotes as plain paragraphs); a section longer than :data:`MAX_WORDS` words is
+    split into several slides at its paragraphs.
 
     Parameters
     ----------
@@ -217,7 +220,7 @@ def session_notebook(executed, half: int | None = None, glued: dict | None = Non
     cells = []
     for cell in source_cells:
         if cell.cell_type == "markdown":
-            text = plain_markdown(cell.source, book, page).strip()
+            text = _QUOTE.sub("", plain_markdown(cell.source, book, page)).strip()
             if not text:
                 continue
             for at, part in enumerate(split_long(text)):

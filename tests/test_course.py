@@ -320,7 +320,8 @@ def _executed_chapter():
              new_code("secret = 42"),
              new_md("## Two\n\n```{solution} ex-1\nhidden answer\n```\nVisible."),
              new_md("## Three\n\nBy {prf:ref}`thm-a` and {numref}`fig-a` "
-                    "{cite}`breiman2001,nobody`, see {eq}`eq-b`."),
+                    "{cite}`breiman2001,nobody`, see {eq}`eq-b`.\n\n:::{prf:theorem} Big\n"
+                    ":label: thm-a\n\n" + " ".join(["It holds."] * 70) + "\n:::"),
              new_md("## Long\n\n" + "\n\n".join(f"Paragraph {i} " + "word " * 50 + "end."
                                                   for i in range(5))),
              new_md("Before the exercises.\n\n## Exercises\n\nDo this."),
@@ -351,6 +352,9 @@ def test_session_deck_keeps_sections_figures_and_no_solutions():
     # nothing from the Exercises heading on: no later exercise, no self-check output
     assert "Exercise" not in text and "Correct" not in str(deck.cells)
     assert "By Theorem 3.1 and Figure 3.4 (Breiman, 2001; nobody), see (3.16)." in text
+    # a theorem longer than a slide: cut at its sentences, as plain paragraphs
+    assert "**Theorem 3.1 (Big).**" in text and text.count("It holds.") == 70
+    assert not re.search(r"^>", text, re.M)
     outputs = [o for c in deck.cells if c.cell_type == "code" for o in c.outputs]
     assert [o.get("text") for o in outputs if o.output_type == "stream"] == ["printed 1\n"]
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the glued figure
