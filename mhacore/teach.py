@@ -1,4 +1,4 @@
-"""Student notebooks and an instructor pack, generated from the book's chapters.
+"""Reader and student notebooks and an instructor pack, generated from the book's chapters.
 
 ``python -m mhacore teach student --out DIR`` writes one ``.ipynb`` per chapter with the
 solutions removed: every ``{solution}`` block goes, every code cell tagged ``solution``
@@ -10,9 +10,9 @@ turn" instead of failing, and the notebook still runs top to bottom), and cells 
 notebooks, with a note for readers; the site's ``.ipynb`` download of each chapter).
 
 ``python -m mhacore teach instructor --out DIR`` writes the full notebooks (solutions
-included), the answer key and the teaching plan. ``--zip`` packs either into a single archive named after
-the folder. ``teach`` writes only into a new or empty folder, or one it wrote before (a
-marker file says so), and refuses otherwise unless given ``--force`` (see
+included), the answer key and the teaching plan. ``--zip`` packs any of them into a single
+archive named after the folder. ``teach`` writes only into a new or empty folder, or one it
+wrote before (a marker file says so), and refuses otherwise unless given ``--force`` (see
 :mod:`mhacore._outdir`).
 
 Every edition's Markdown is made plain by the one converter,
@@ -49,7 +49,7 @@ GLUE_CELL_KEY = "mhacore_glue"  # metadata flag of the added cell
 GLUE_CELL = '''\
 # Notebook edition: in the book, glue() hands a figure, equation or number to the text,
 # which shows it there. A notebook cannot, so here glue() shows it in the output of the
-# cell that calls it (numbers as `key = value`); the text names each one by its key.
+# cell that calls it (numbers as `key = value`, the key being how the text names them).
 import numbers as _numbers
 
 import IPython.display as _ipd

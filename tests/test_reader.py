@@ -71,7 +71,8 @@ def test_exercises_are_named_as_the_site_links_them():
     book = read_book(ROOT)
     assert plain_markdown("See {ref}`ex-1-1`.", book) == \
         "See Exercise 1.1 (The Epanechnikov constants)."
-    assert plain_markdown("{ref}`ex-1-2`", book) == r"Exercise 1.2 (Find h\* for a new sample size)"
+    assert plain_markdown("{ref}`ex-1-2`", book) == \
+        r"Exercise 1.2 (Find h\* for a new sample size)"
     solution = plain_markdown("```{solution} ex-1-1\n:class: dropdown\n\nIt is 4.\n```", book,
                               "01-nadaraya-watson", solutions=True)
     assert solution.startswith("> **Solution to Exercise 1.1 (The Epanechnikov constants).**")

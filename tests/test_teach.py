@@ -14,7 +14,8 @@ import pytest
 
 from mhacore._references import escape_markdown
 from mhacore.reader import READER_KEY, cite, plain_markdown, read_book
-from mhacore.teach import GLUE_CELL_KEY, GLUE_IMPORT, INSTRUCTOR_TAG, STUB, chapter_sources, generate
+from mhacore.teach import (GLUE_CELL_KEY, GLUE_IMPORT, INSTRUCTOR_TAG, STUB, chapter_sources,
+                           generate)
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION_BLOCK = re.compile(r"^(`{3,}|:{3,})\{solution\}.*?^\1\s*$", re.S | re.M)
