@@ -508,6 +508,8 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
 
     if edition not in EDITIONS:
         raise ValueError(f"edition must be one of {sorted(EDITIONS)}; got {edition!r}")
+    if not isinstance(book, Book):
+        raise TypeError(f"book must be a Book (read_book); got {type(book).__name__}")
     solutions, answers, note = EDITIONS[edition]
     source = Path(source)
     raw = source.read_text(encoding="utf-8")

@@ -100,6 +100,8 @@ def test_every_edition_keeps_what_it_should(readers):
     assert editions["reader"].cells == readers[CHAPTERS[0]].cells
     with pytest.raises(ValueError, match="edition must be one of"):
         edition_notebook(source, book, "teacher")
+    with pytest.raises(TypeError, match="book must be a Book .read_book.; got dict"):
+        edition_notebook(source, {}, "student")
 
 
 def test_citations_are_author_year():
