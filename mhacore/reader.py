@@ -375,6 +375,8 @@ def _render_directive(block: Block, book: Book, page: str, solutions: bool) -> l
         return ["```" + arg, *block.body, "```"]
     if name == "glossary":
         return _glossary(body)
+    if name == "table":  # a Markdown table with options (widths) for the site and PDF
+        return ["", *([f"**{arg}**", ""] if arg else []), *body, ""]
     if name == "nb-exec-table":
         return ["", "*(The table of execution times is on the book's website.)*", ""]
     if name in ("bibliography", "toctree", "tableofcontents"):
