@@ -55,7 +55,7 @@ _EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^>]+)>$", re.S)
 READER_KEY = "mhacore_reader"  # metadata flag of the cells an edition adds (note, references)
 # {exec-time}`this`: a page's run time, which only the site's build measures
 # (book/_ext/exec_time.py)
-EXEC_TIME_TEXT = "the time its page on the website shows"  # only the site's build knows it
+EXEC_TIME_TEXT = "the time its page on the website shows"
 # What each edition keeps: the written solutions and the instructor-only cells; the code
 # of the answer cells (else an empty ``answer = None`` cell); a note opening the notebook.
 EDITIONS = {"reader": (False, False, True), "student": (False, False, True),
