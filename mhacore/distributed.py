@@ -40,8 +40,8 @@ import torch.distributed as dist
 from ._validation import check_int
 
 __all__ = ["Context", "RankError", "setup", "teardown", "rank", "world_size", "active",
-           "solo", "sharded", "shard", "replicate_rng", "map_items", "map_replicates", "all_gather",
-           "broadcast", "barrier", "describe"]
+           "solo", "sharded", "shard", "replicate_rng", "map_items", "map_replicates",
+           "block_sizes", "map_blocks", "all_gather", "broadcast", "barrier", "describe"]
 
 TIMEOUT_ENV = "MHACORE_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800.0
@@ -271,6 +271,44 @@ def map_replicates(fn: Callable[[int, np.random.Generator], object], n_replicate
     """
     seed = check_int(seed, "seed", minimum=0)
     return map_items(lambda r: fn(r, replicate_rng(seed, r)), n_replicates)
+
+
+def block_sizes(n_replicates: int, block_size: int) -> list[int]:
+    """Sizes of the fixed blocks ``0 .. block_size − 1``, ``block_size ..``, … of ``R`` replicates.
+
+    Examples
+    --------
+    >>> block_sizes(7, 3)
+    [3, 3, 1]
+    """
+    n_replicates = check_int(n_replicates, "n_replicates", minimum=0)
+    block_size = check_int(block_size, "block_size")
+    return [min(block_size, n_replicates - start) for start in range(0, n_replicates, block_size)]
+
+
+def map_blocks(fn: Callable[[int, np.random.Generator], object], n_replicates: int,
+               block_size: int, seed: int, *prefix: int):
+    """Replicates drawn and computed in fixed blocks, the blocks shared by the ranks.
+
+    Block ``b`` holds replicates ``b·block_size`` to ``(b + 1)·block_size − 1`` (the last
+    one may be shorter) and draws them, as one batched array, from
+    ``replicate_rng(seed, *prefix, b)``: ``fn(size, generator)`` returns an array (or a
+    tuple of arrays) with ``size`` rows. ``block_size`` is a constant of the caller, never
+    derived from the world size, so every replicate's stream depends on its block index
+    alone. Returns the blocks' arrays concatenated along axis 0, in replicate order.
+
+    Examples
+    --------
+    >>> x = map_blocks(lambda size, g: g.standard_normal(size), 5, 2, seed=3)
+    >>> x.shape, bool(x[4] == replicate_rng(3, 2).standard_normal(1)[0])
+    ((5,), True)
+    """
+    seed = check_int(seed, "seed", minimum=0)
+    sizes = block_sizes(check_int(n_replicates, "n_replicates"), block_size)
+    parts = map_items(lambda b: fn(sizes[b], replicate_rng(seed, *prefix, b)), len(sizes))
+    if parts and isinstance(parts[0], tuple):
+        return tuple(np.concatenate(column, axis=0) for column in zip(*parts))
+    return np.concatenate(parts, axis=0)
 
 
 def sharded(check):

@@ -9,7 +9,9 @@
   statsmodels' ``KernelReg`` (local-constant, Gaussian product kernel).
 
 Both are exact identities: the tolerance is float64 rounding (``atol``), not a standard
-error.
+error. Data set ``r`` is drawn from ``replicate_rng(seed, r)`` (child ``r`` of
+``SeedSequence(seed).spawn``, as before the checks were sharded), and under ``torchrun``
+the ranks share the data sets.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import distributed
 from ..nw import nw_estimate
 from ._registry import Measurement, register
 
@@ -109,17 +112,20 @@ def _max_gap(reference, others):
     symbolic="SymPy: exp(<q,k>/τ) = exp(-|q-k|²/(2τ))·exp(|q|²/(2τ))·exp(|k|²/(2τ)); the query factor cancels.",
     caveat="Values must be the responses (restricted value/output path); exact identity, float64 rounding.",
 )
+@distributed.sharded  # its data sets are shared by the ranks
 def _check_head(scale, device, seed):
     s = SETTINGS[scale]
     temperature = math.sqrt(s["d_head"])
-    gap, rngs = 0.0, np.random.default_rng(seed).spawn(2 * s["repeats"])
-    for r, equal in zip(rngs, [True, False] * s["repeats"]):
-        queries, keys, values = head_data(s["n"], s["m"], s["d_head"], equal_norms=equal, rng=r)
+    def data_set(r):  # data set r from replicate_rng(seed, r), norms equal when r is even
+        queries, keys, values = head_data(s["n"], s["m"], s["d_head"], equal_norms=r % 2 == 0,
+                                          rng=distributed.replicate_rng(seed, r))
         reference = explicit_softmax_nw(queries, keys, values, temperature)
         t = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
         ours = nw_estimate(t(queries), t(keys), t(values), kernel="softmax", temperature=temperature).cpu().numpy()
-        gap = max(gap, _max_gap(reference, [ours, sdpa_head(queries, keys, values, temperature),
-                                            torch_mha_head(queries, keys, values)]))
+        return _max_gap(reference, [ours, sdpa_head(queries, keys, values, temperature),
+                                    torch_mha_head(queries, keys, values)])
+
+    gap = max(distributed.map_items(data_set, 2 * s["repeats"]))
     return Measurement(estimate=gap, prediction=0.0, rule="atol", atol=ATOL,
                        details=dict(n=s["n"], m=s["m"], d_head=s["d_head"], temperature=temperature,
                                     data_sets=2 * s["repeats"], compared="mhacore, SDPA, nn.MultiheadAttention"))
@@ -135,18 +141,21 @@ def _check_head(scale, device, seed):
     caveat="Needs equal key norms (normalised keys); with unequal norms each key carries the extra weight "
            "exp(|k|²/(2τ)) and the Gaussian reading fails.",
 )
+@distributed.sharded  # its data sets are shared by the ranks
 def _check_gaussian(scale, device, seed):
     s = SETTINGS[scale]
     temperature = math.sqrt(s["d_head"])
     bandwidth = math.sqrt(temperature)
-    gap, rngs = 0.0, np.random.default_rng(seed).spawn(s["repeats"])
-    for r in rngs:
-        queries, keys, values = head_data(s["n"], s["m"], s["d_head"], equal_norms=True, rng=r)
+    def data_set(r):  # data set r from replicate_rng(seed, r)
+        queries, keys, values = head_data(s["n"], s["m"], s["d_head"], equal_norms=True,
+                                          rng=distributed.replicate_rng(seed, r))
         t = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
         softmax = nw_estimate(t(queries), t(keys), t(values), kernel="softmax", temperature=temperature)
         gaussian = nw_estimate(t(queries), t(keys), t(values), kernel="gaussian", bandwidth=bandwidth)
         reference = softmax.cpu().numpy()
-        gap = max(gap, _max_gap(reference, [gaussian.cpu().numpy(), kernelreg_head(queries, keys, values, bandwidth)]))
+        return _max_gap(reference, [gaussian.cpu().numpy(), kernelreg_head(queries, keys, values, bandwidth)])
+
+    gap = max(distributed.map_items(data_set, s["repeats"]))
     return Measurement(estimate=gap, prediction=0.0, rule="atol", atol=ATOL,
                        details=dict(n=s["n"], m=s["m"], d_head=s["d_head"], temperature=temperature,
                                     bandwidth=bandwidth, data_sets=s["repeats"],

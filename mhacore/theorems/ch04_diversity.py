@@ -21,6 +21,7 @@ import numpy as np
 import scipy.special
 import scipy.stats
 
+from .. import distributed
 from ..diversity import (cross_gram, head_diversity_index, head_diversity_indices, max_feasible_hdi,
                          principal_angles)
 from ._registry import Measurement, register
@@ -29,6 +30,9 @@ from ._registry import Measurement, register
 LACK_OF_FIT_ALPHA = float(scipy.special.erfc(4 / np.sqrt(2)))
 
 CHAPTER = "04-head-diversity"
+#: Replicates per block of ``hdi-monotone-model``: block ``b`` at grid point ``i`` draws
+#: its head errors from ``replicate_rng(seed, i, b)``, whatever the number of ranks.
+MONOTONE_BLOCK = 1000
 
 
 def rotated_pair(theta: float, d_head: int, p: int) -> np.ndarray:
@@ -170,6 +174,7 @@ def _frame_bound(scale, device, seed):
           "fails (χ² = 44), 0.1 (0.028) passes (χ² = 25), 1 fails (χ² = 977; slope z = −0.2). Large scale "
           "(25 points, 25 df, critical 61.6; unperturbed 28.2): curvature 0.05 fails (χ² = 293).",
 )
+@distributed.sharded  # its replicate blocks are shared by the ranks
 def _monotone_model(scale, device, seed, error_scale=1.0, curvature=0.0):
     """The overlap model on the rotation family, with two perturbations the check must detect
     (both off in the registered check): ``error_scale`` multiplies the simulated head errors, and
@@ -180,20 +185,28 @@ def _monotone_model(scale, device, seed, error_scale=1.0, curvature=0.0):
     variance, rho0, bias = 1.0, 0.2, 0.3
     n_replicates = 4000 if scale == "book" else 100_000
     thetas = np.linspace(0.0, np.pi / 2, 9 if scale == "book" else 25)
-    gen = np.random.default_rng(seed)
     family = [rotation_family(theta, n_heads, d_head, p) for theta in thetas]
     hdi_grid = np.array([head_diversity_index(w) for w in family])  # (K,)
     design = np.stack([np.ones_like(hdi_grid), hdi_grid], axis=1)  # (K, 2)
     bend = hdi_grid**2 - design @ np.linalg.lstsq(design, hdi_grid**2, rcond=None)[0]  # ⊥ (1, HDI)
     bias_sq = bias**2 + curvature * (bend - bend.min())  # (K,), bias² in the registered check
+    covs = [model_covariance(w, variance, rho0) for w in family]  # (H, H) each
+    chols = [np.linalg.cholesky(cov + 1e-12 * np.eye(n_heads)) for cov in covs]
+    sizes = distributed.block_sizes(n_replicates, MONOTONE_BLOCK)
+    units = [(i, b) for i in range(len(family)) for b in range(len(sizes))]
+
+    def unit(u):  # one block of replicates at grid point i, from replicate_rng(seed, i, b)
+        i, b = units[u]
+        normals = distributed.replicate_rng(seed, i, b).standard_normal((sizes[b], n_heads))
+        errors = error_scale * normals @ chols[i].T  # (block, H)
+        return (np.sqrt(bias_sq[i]) + errors).mean(axis=1) ** 2  # (block,) ensemble's squared error
+
+    blocks = distributed.map_items(unit, len(units))
     hdis, exact, mc, mc_var = [], [], [], []
-    for i, w in enumerate(family):
-        cov = model_covariance(w, variance, rho0)  # (H, H)
+    for i, cov in enumerate(covs):
         hdis.append(hdi_grid[i])
         exact.append(bias**2 + cov.sum() / n_heads**2)  # E[(mean_h error_h)²] with uniform weights
-        chol = np.linalg.cholesky(cov + 1e-12 * np.eye(n_heads))
-        errors = error_scale * gen.standard_normal((n_replicates, n_heads)) @ chol.T  # (R, H)
-        squared = (np.sqrt(bias_sq[i]) + errors).mean(axis=1) ** 2  # (R,) ensemble's squared error
+        squared = np.concatenate(blocks[i * len(sizes):(i + 1) * len(sizes)])  # (R,)
         mc.append(squared.mean())
         mc_var.append(squared.var(ddof=1) / n_replicates)  # this point's own sampling variance
     hdis, exact, mc, mc_var = map(np.array, (hdis, exact, mc, mc_var))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import distributed
 from ..attention import MultiHeadNW
 from ..decomposition import design_decomposition
 from ..montecarlo import DataModel, simulate_heads
@@ -37,6 +38,9 @@ SETTINGS = {
                   n_heads=6, n=300, m=40, replicates=40_000),
 }
 GEOMETRIC_RATIO = 0.5
+#: Replicates per block of ``equicorrelated-weighted-variance``: block ``b`` is drawn from
+#: ``replicate_rng(seed, b)``, whatever the number of ranks.
+EQUI_BLOCK = 5000
 MAX_ANGLE = 0.35 * np.pi  # angle between the worst head's key direction and the signal
 
 
@@ -193,12 +197,14 @@ def _check_closed_forms(scale, device, seed):
            "rarely exactly equicorrelated.",
     power='Book scale (SE 0.0048 on 0.471): detects 4 SE ≈ 0.019 (4 %), i.e. a correlation ρ off by about 0.026 (0.3 vs 0.326); uniform instead of Fibonacci weights (0.3875) fails at z ≈ −17.'
 )
+@distributed.sharded  # its replicate blocks are shared by the ranks
 def _check_equicorrelated(scale, device, seed):
     s = SETTINGS[scale]
     variance, rho, n_heads = 1.0, s["rho"], s["equi_heads"]
     alpha = fibonacci_weights(n_heads)
-    errors = equicorrelated_errors(n_heads, rho, variance, s["equi_replicates"], seed)  # (R, H)
-    ensemble = errors @ alpha  # (R,)
+    ensemble = distributed.map_blocks(  # (R,), each block (block, H) errors at once
+        lambda size, gen: equicorrelated_errors(n_heads, rho, variance, size, gen) @ alpha,
+        s["equi_replicates"], EQUI_BLOCK, seed)
     r = len(ensemble)
     terms = (ensemble - ensemble.mean()) ** 2 * r / (r - 1)  # mean = ddof=1 variance
     prediction = variance * (rho + (1 - rho) * sum_of_squares(alpha))
@@ -235,6 +241,7 @@ def heterogeneous_run(scale, device, seed):
            "heads uniform weights are optimal.",
     power='Book scale (SE 3.1e-4 on 0.077): detects 4 SE ≈ 1.2e-3 (1.6 % of the gain); a gain of zero (uniform weights optimal) is rejected at z ≈ 250.'
 )
+@distributed.sharded  # its replicates run through simulate_heads, shared by the ranks
 def _check_heterogeneous(scale, device, seed):
     model, design, queries, predictions, weights = heterogeneous_run(scale, device, seed)
     n_heads = predictions.shape[1]

@@ -39,6 +39,9 @@ SETTINGS = {
     "large": dict(n=60, p=5, m=10, n_trees=10, replicates=5000, min_samples_leaf=5, colonies=1000000),
 }
 COLONY = dict(recruit_prob=0.5, assessment_sd=1.0, reassess_sd=0.5, n_scouts=10)
+#: Colonies per block of ``colony-breiman-variance``: block ``b`` is simulated (one batched
+#: call) from ``replicate_rng(seed, b)``, whatever the number of ranks.
+COLONY_BLOCK = 10_000
 
 
 def forest_model(p=5, sigma=1.0):
@@ -254,11 +257,14 @@ def _check_forest(scale, device, seed, max_features=1.0):
     caveat="A stylised model inspired by Temnothorax nest-site assessment, not a model of ant behaviour.",
     power='Book scale (SE 0.0018 on 0.35): detects 4 SE ≈ 0.0072 (2 %), i.e. a scout correlation ρ off by about 0.0064 (a recruitment probability off by about 0.008).'
 )
+@distributed.sharded  # its blocks of colonies are shared by the ranks
 def _check_colony(scale, device, seed):
     s = SETTINGS[scale]
     c = COLONY
-    a = simulate_assessments(s["colonies"], c["n_scouts"], c["recruit_prob"], c["assessment_sd"],
-                             c["reassess_sd"], rng=seed)  # (R, N)
+    a = distributed.map_blocks(  # (R, N), each block (block, N) at once
+        lambda size, gen: simulate_assessments(size, c["n_scouts"], c["recruit_prob"], c["assessment_sd"],
+                                               c["reassess_sd"], rng=gen),
+        s["colonies"], COLONY_BLOCK, seed)
     terms = variance_terms(a.mean(axis=1))  # (R,)
     variance, rho = scout_moments(c["recruit_prob"], c["assessment_sd"], c["reassess_sd"])
     prediction = colony_variance(c["recruit_prob"], c["n_scouts"], c["assessment_sd"], c["reassess_sd"])
