@@ -12,6 +12,36 @@ kernel may round the last bit differently in another process (memory alignment, 
 count). Measured on two checks and a sweep with 1, 2 and 3 ranks: at most 2.2e-16
 relative; the tests allow 1e-12.
 
+Where replicates number 1e4 to 1e6 (colonies, equicorrelated errors, the overlap model's
+head errors), one ``SeedSequence`` per replicate would cost more than the replicate
+itself, so :func:`map_blocks` draws them in fixed-size blocks: block ``b`` is one batched
+array from ``replicate_rng(seed, b)`` (or ``replicate_rng(seed, i, b)`` at grid point
+``i``). The block size is a constant of each check, never derived from the world size, so
+a replicate's stream depends on its block index alone and the report is again the same
+for any number of ranks.
+
+Which checks are sharded (``@sharded``; what each rank shares):
+
+- ``nw-bandwidth-rate``: blocks of 50 replicates per sample size (the bootstrap, cheap,
+  runs on every rank from its own stream);
+- ``head-is-nw``, ``gaussian-equal-norms``: the random data sets, one stream each;
+- ``hdi-monotone-model``: blocks of 1000 replicates per grid angle;
+- ``random-subspace-hdi``: blocks of 10 random configurations (one batched QR each);
+- ``bvc-identity``, ``bvc-design-variance``, ``bvc-design-covariance``,
+  ``structured-weights-heterogeneous``: replicate chunks of :func:`mhacore.montecarlo.simulate_heads`
+  (one stream per replicate);
+- ``heads-width-variance-ratio``: the random designs, one stream each;
+- ``equicorrelated-weighted-variance``: blocks of 5000 replicates;
+- ``forest-breiman-variance``: the forests, one stream per replicate;
+- ``colony-breiman-variance``: blocks of 10 000 colonies.
+
+The other six have no replicates to share: ``hdi-rotation-closed-form``,
+``structured-weights-closed-forms`` and ``mha-convex-ensemble`` are exact identities on
+fixed or single draws; ``principal-angles-small`` is a loop over twelve angles of one
+rotation; ``decorrelation-optimum`` is one sequential optimisation; ``hdi-frame-bound``
+computes one tight fusion frame and one batch of 20 random configurations (under a
+second on a CPU at large scale). Under ``torchrun`` they run side by side, one rank each.
+
 Without a launcher (no ``WORLD_SIZE`` > 1 in the environment) every function here runs
 the single-process path: :func:`setup` starts nothing, :func:`map_items` is a loop, and
 :func:`barrier` returns at once. Under ``torchrun`` (or a cluster launcher that sets
