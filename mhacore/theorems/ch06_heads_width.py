@@ -169,7 +169,7 @@ def variance_factors(n, widths, rng, *, designs, m, budget=BUDGET, scale=SCALE):
            "shrinking slowly; in the log-ratio about +0.009 (≈ 1 SE at book scale) and +0.006 (≈ 2 SE at "
            "large scale). With many more designs × queries at the same n it would exceed 4 SE. "
            "Not a statement about learned projections.",
-    power='Book scale (SE 0.0098): detects a change of the log-ratio by 4 SE ≈ 0.039 (a 4 % change in the ratio of the two variance factors). The laws it refutes need +(d/2) log 3 > 0.5: z > 60. It does not resolve the finite-n bias (≈ +0.009, 1 SE).'
+    power='Book scale (SE 0.010): detects a change of the log-ratio by 4 SE ≈ 0.040 (a 4 % change in the ratio of the two variance factors). The laws it refutes need +(d/2) log 3 > 0.5: z > 60. It does not resolve the finite-n bias (≈ +0.009, 1 SE).'
 )
 @distributed.sharded  # its designs are shared by the ranks
 def _check_variance_ratio(scale, device, seed):

@@ -195,7 +195,7 @@ def _check_closed_forms(scale, device, seed):
              "Σα² − 1/H = Σ(α_h − 1/H)² ≥ 0.",
     caveat="Synthetic equicorrelated Gaussian errors (ρ = 0.3, H = 8, Fibonacci weights); real heads are "
            "rarely exactly equicorrelated.",
-    power='Book scale (SE 0.0048 on 0.471): detects 4 SE ≈ 0.019 (4 %), i.e. a correlation ρ off by about 0.026 (0.3 vs 0.326); uniform instead of Fibonacci weights (0.3875) fails at z ≈ −17.'
+    power='Book scale (SE 0.0048 on 0.476): detects 4 SE ≈ 0.019 (4 %), i.e. a correlation ρ off by about 0.026 (0.3 vs 0.326); uniform instead of Fibonacci weights (0.3875) fails at z ≈ −18.'
 )
 @distributed.sharded  # its replicate blocks are shared by the ranks
 def _check_equicorrelated(scale, device, seed):
