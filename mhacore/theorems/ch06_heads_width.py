@@ -165,11 +165,11 @@ def variance_factors(n, widths, rng, *, designs, m, budget=BUDGET, scale=SCALE):
           "is negative, against the positive ratios that the polynomial and exponential variance laws need.",
     symbolic="SymPy: E e^{2az}/(E e^{az})² = e^{a²}; E e^{tχ²_k} = (1 − 2t)^{−k/2}; limit e^{c⁴} as d_k → ∞.",
     caveat="Gaussian keys and queries, fixed projection scale c = 0.9, finite n: the measured factors are "
-           "biased downwards (heavy tails), about 1-2 % for d_k = 4 at n = 2000 and 0.7 % at n = 8000, "
-           "shrinking slowly; in the log-ratio about +0.009 (≈ 1 SE at book scale) and +0.006 (≈ 2 SE at "
+           "biased downwards (heavy tails), about 1-2 % for d_k = 4 at n = 2000 and 0.5 % at n = 8000, "
+           "shrinking slowly; in the log-ratio about +0.012 (≈ 1 SE at book scale) and +0.004 (≈ 1 SE at "
            "large scale). With many more designs × queries at the same n it would exceed 4 SE. "
            "Not a statement about learned projections.",
-    power='Book scale (SE 0.010): detects a change of the log-ratio by 4 SE ≈ 0.040 (a 4 % change in the ratio of the two variance factors). The laws it refutes need +(d/2) log 3 > 0.5: z > 60. It does not resolve the finite-n bias (≈ +0.009, 1 SE).'
+    power='Book scale (SE 0.010): detects a change of the log-ratio by 4 SE ≈ 0.040 (a 4 % change in the ratio of the two variance factors). The laws it refutes need +(d/2) log 3 > 0.5: z > 60. It does not resolve the finite-n bias (≈ +0.012, 1.2 SE).'
 )
 @distributed.sharded  # its designs are shared by the ranks
 def _check_variance_ratio(scale, device, seed):
