@@ -22,7 +22,7 @@ for any number of ranks.
 
 Which checks are sharded (``@sharded``; what each rank shares):
 
-- ``nw-bandwidth-rate``: blocks of 50 replicates per sample size (the bootstrap, cheap,
+- ``nw-bandwidth-rate``: blocks of 250 replicates per sample size (the bootstrap, cheap,
   runs on every rank from its own stream);
 - ``head-is-nw``, ``gaussian-equal-norms``: the random data sets, one stream each;
 - ``hdi-monotone-model``: blocks of 1000 replicates per grid angle;

@@ -20,7 +20,10 @@ from mhacore.attention import MultiHeadNW
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = str(ROOT / "tests" / "dist_worker.py")
-CHECKS = ("bvc-design-variance", "bvc-identity", "head-is-nw")  # two sharded, one not
+# sharded through simulate_heads, through per-data-set streams, and through fixed blocks of
+# replicates (replicate_rng(seed, b) or (seed, i, b)); mha-convex-ensemble is not sharded
+CHECKS = ("bvc-design-variance", "bvc-identity", "head-is-nw", "hdi-monotone-model",
+          "equicorrelated-weighted-variance", "colony-breiman-variance", "mha-convex-ensemble")
 
 
 def torchrun(nproc, *args, timeout=120):
@@ -62,6 +65,25 @@ def test_replicate_streams_depend_on_the_index_alone():
                for r, a in enumerate(got))
 
 
+def test_blocks_depend_on_the_block_index_alone():
+    assert distributed.block_sizes(7, 3) == [3, 3, 1] and distributed.block_sizes(0, 3) == []
+    got = distributed.map_blocks(lambda size, g: (g.standard_normal((size, 2)), np.full(size, size)),
+                                 7, 3, 9, 4)
+    expected = np.concatenate([distributed.replicate_rng(9, 4, b).standard_normal((s, 2))
+                               for b, s in enumerate([3, 3, 1])])  # (7, 2)
+    assert (got[0] == expected).all() and got[1].tolist() == [3, 3, 3, 3, 3, 3, 1]
+
+
+def test_docstring_lists_exactly_the_sharded_checks():
+    import re
+
+    doc = distributed.__doc__
+    listed = set(re.findall(r"``([a-z0-9-]+)``", doc[doc.index("Which checks are sharded"):
+                                                      doc.index("The other six")]))
+    marked = {i for i, t in theorems.REGISTRY.items() if getattr(t.check, "sharded", False)}
+    assert listed == marked and len(marked) == len(theorems.REGISTRY) - 6
+
+
 def test_map_items_alone_raises_the_original_exception():
     def fail(i):
         raise KeyError(i)
@@ -80,6 +102,8 @@ def test_solo_hides_the_world():
     (lambda: distributed.shard(4, 3, 2), ValueError, r"rank_ must be < world = 2; got 3"),
     (lambda: distributed.replicate_rng(-2), ValueError, r"seed must be an integer >= 0"),
     (lambda: distributed.map_items(3, 2), TypeError, r"fn must be callable; got int"),
+    (lambda: distributed.map_blocks(len, 4, 0, 1), ValueError, r"block_size must be an integer >= 1"),
+    (lambda: distributed.map_blocks(len, 0, 2, 1), ValueError, r"n_replicates must be an integer >= 1"),
     (lambda: distributed.setup(0), TypeError, r"device must be a str"),
     (lambda: distributed.setup("cpu", timeout_s=0), ValueError, r"timeout_s must be"),
 ])
@@ -141,6 +165,10 @@ def test_any_world_size_gives_the_same_report(nproc, reference, tmp_path):
         ours = _estimates(checks[result["theorem_id"]].to_dict())
         # 1e-12 relative; measured at most 2.2e-16 (see mhacore.distributed)
         np.testing.assert_allclose(_estimates(result), ours, rtol=1e-12, atol=0)
+    chi2 = [r["details"]["lack_of_fit_chi2"] for r in report["results"]
+            if r["theorem_id"] == "hdi-monotone-model"]
+    assert chi2 == pytest.approx([checks["hdi-monotone-model"].details["lack_of_fit_chi2"]],
+                                 rel=1e-12)
     out = tmp_path / "sweep.json"
     proc = torchrun(nproc, "-m", "mhacore", "sweep", "heads-width", "--size", "tiny",
                     "--out", str(out))

@@ -44,7 +44,7 @@ SETTINGS_2D = {
 BANDWIDTHS_2D = (0.025, 0.2)  # brackets h* for d = 2 over the n values above
 #: Replicates per block of :func:`rate_experiment`: block ``b`` at the ``i``-th sample size
 #: draws from ``replicate_rng(seed, i, b)``, whatever the number of ranks.
-REPLICATE_BLOCK = 50
+REPLICATE_BLOCK = 250  # fewer, larger batched calls: small ones lose to thread sync on a busy CPU
 
 
 def regression_function(x):
@@ -198,7 +198,7 @@ def rate_experiment(scale="book", device="cpu", seed=0, queries=None, bandwidths
     symbolic="SymPy: bias ~ h²f''/2, variance ~ σ²R(K)/(n h); minimising AMISE gives h* ∝ n^(-1/(4+d)).",
     caveat="Asymptotic: f twice differentiable, uniform design, interior queries (no boundary bias), "
            "h → 0 and n h → ∞; finite-n slopes carry higher-order terms.",
-    power="Book scale (bootstrap SE 0.008): detects a change of the slope by 4 SE ≈ 0.033 (17 % of 1/5). Boundary queries (true slope −1/3) on a grid that brackets h* (13 bandwidths from 0.004 to 0.1): slope −0.383 ± 0.020, z = −9.2, fails; on the check's own grid they stop the search (h* on the grid edge)."
+    power="Book scale (bootstrap SE 0.010): detects a change of the slope by 4 SE ≈ 0.040 (20 % of 1/5). Boundary queries (true slope −1/3) on a grid that brackets h* (13 bandwidths from 0.004 to 0.1): slope −0.357 ± 0.017, z = −9.1, fails; on the check's own grid they stop the search (h* on the grid edge)."
 )
 @distributed.sharded  # its replicate blocks are shared by the ranks
 def _check_rate(scale, device, seed):
