@@ -16,7 +16,7 @@ Where replicates number 1e4 to 1e6 (colonies, equicorrelated errors, the overlap
 head errors), one ``SeedSequence`` per replicate would cost more than the replicate
 itself, so :func:`map_blocks` draws them in fixed-size blocks: block ``b`` is one batched
 array from ``replicate_rng(seed, b)`` (or ``replicate_rng(seed, i, b)`` at grid point
-``i``). The block size is a constant of each check, never derived from the world size, so
+``i``, :func:`map_group_blocks`). The block size is a constant of each check, never derived from the world size, so
 a replicate's stream depends on its block index alone and the report is again the same
 for any number of ranks.
 
@@ -71,7 +71,7 @@ from ._validation import check_int
 
 __all__ = ["Context", "RankError", "setup", "teardown", "rank", "world_size", "active",
            "solo", "sharded", "shard", "replicate_rng", "map_items", "map_replicates",
-           "block_sizes", "map_blocks", "all_gather", "broadcast", "barrier", "describe"]
+           "block_sizes", "map_blocks", "map_group_blocks", "all_gather", "broadcast", "barrier", "describe"]
 
 TIMEOUT_ENV = "MHACORE_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800.0
@@ -339,6 +339,29 @@ def map_blocks(fn: Callable[[int, np.random.Generator], object], n_replicates: i
     if parts and isinstance(parts[0], tuple):
         return tuple(np.concatenate(column, axis=0) for column in zip(*parts))
     return np.concatenate(parts, axis=0)
+
+
+def map_group_blocks(fn: Callable[[int, int, np.random.Generator], np.ndarray], n_groups: int,
+                     n_replicates: int, block_size: int, seed: int) -> list[np.ndarray]:
+    """:func:`map_blocks` at each of ``n_groups`` grid points, all blocks shared at once.
+
+    Block ``b`` of group ``i`` is ``fn(i, size, replicate_rng(seed, i, b))``, an array with
+    ``size`` rows. Returns one array per group, its blocks concatenated along axis 0.
+
+    Examples
+    --------
+    >>> x = map_group_blocks(lambda i, size, g: g.random(size) + i, 2, 3, 2, seed=1)
+    >>> [a.shape for a in x], bool(x[1][2] == 1 + replicate_rng(1, 1, 1).random(1)[0])
+    ([(3,), (3,)], True)
+    """
+    seed = check_int(seed, "seed", minimum=0)
+    n_groups = check_int(n_groups, "n_groups")
+    sizes = block_sizes(check_int(n_replicates, "n_replicates"), block_size)
+    units = [(i, b) for i in range(n_groups) for b in range(len(sizes))]
+    parts = map_items(lambda u: fn(units[u][0], sizes[units[u][1]], replicate_rng(seed, *units[u])),
+                      len(units))  # group-major: group i's blocks are parts[i*k:(i+1)*k]
+    k = len(sizes)
+    return [np.concatenate(parts[i * k:(i + 1) * k], axis=0) for i in range(n_groups)]
 
 
 def sharded(check):

@@ -72,6 +72,10 @@ def test_blocks_depend_on_the_block_index_alone():
     expected = np.concatenate([distributed.replicate_rng(9, 4, b).standard_normal((s, 2))
                                for b, s in enumerate([3, 3, 1])])  # (7, 2)
     assert (got[0] == expected).all() and got[1].tolist() == [3, 3, 3, 3, 3, 3, 1]
+    groups = distributed.map_group_blocks(lambda i, size, g: g.standard_normal(size) + 10 * i,
+                                          3, 5, 2, 9)
+    assert [len(a) for a in groups] == [5, 5, 5]
+    assert groups[2][4] == 20 + distributed.replicate_rng(9, 2, 2).standard_normal(1)[0]
 
 
 def test_docstring_lists_exactly_the_sharded_checks():

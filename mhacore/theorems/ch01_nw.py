@@ -166,17 +166,10 @@ def rate_experiment(scale="book", device="cpu", seed=0, queries=None, bandwidths
         bandwidths = bandwidth_grid(s["n_bandwidths"]) if dim == 1 else np.geomspace(*BANDWIDTHS_2D, s["n_bandwidths"])
     bandwidths = np.asarray(bandwidths, float)
     log_h = np.log(bandwidths)
-    sizes = distributed.block_sizes(s["replicates"], REPLICATE_BLOCK)
-    units = [(i, b) for i in range(len(s["n_values"])) for b in range(len(sizes))]
-
-    def unit(u):  # one block of replicates at one n, the same on any rank
-        i, b = units[u]
-        return mse_curves(s["n_values"][i], bandwidths, replicates=sizes[b], n_queries=s["n_queries"],
-                          rng=distributed.replicate_rng(seed, i, b), device=device, queries=queries,
-                          dim=dim)  # (block, J)
-
-    blocks = distributed.map_items(unit, len(units))
-    curves = [np.concatenate(blocks[i * len(sizes):(i + 1) * len(sizes)]) for i in range(len(s["n_values"]))]
+    curves = distributed.map_group_blocks(  # each (R, J), block b of n_i from replicate_rng(seed, i, b)
+        lambda i, size, gen: mse_curves(s["n_values"][i], bandwidths, replicates=size, n_queries=s["n_queries"],
+                                        rng=gen, device=device, queries=queries, dim=dim),
+        len(s["n_values"]), s["replicates"], REPLICATE_BLOCK, seed)
     log_n = np.log(s["n_values"])
     log_h_star = np.array([argmin_log_bandwidth(log_h, c.mean(axis=0)) for c in curves])
     slope, regression_se = fit_rate(log_n, log_h_star)

@@ -195,21 +195,15 @@ def _monotone_model(scale, device, seed, error_scale=1.0, curvature=0.0):
     bias_sq = bias**2 + curvature * (bend - bend.min())  # (K,), bias² in the registered check
     covs = [model_covariance(w, variance, rho0) for w in family]  # (H, H) each
     chols = [np.linalg.cholesky(cov + 1e-12 * np.eye(n_heads)) for cov in covs]
-    sizes = distributed.block_sizes(n_replicates, MONOTONE_BLOCK)
-    units = [(i, b) for i in range(len(family)) for b in range(len(sizes))]
+    def block(i, size, gen):  # (block,) ensemble's squared error at grid point i
+        errors = error_scale * gen.standard_normal((size, n_heads)) @ chols[i].T  # (block, H)
+        return (np.sqrt(bias_sq[i]) + errors).mean(axis=1) ** 2
 
-    def unit(u):  # one block of replicates at grid point i, from replicate_rng(seed, i, b)
-        i, b = units[u]
-        normals = distributed.replicate_rng(seed, i, b).standard_normal((sizes[b], n_heads))
-        errors = error_scale * normals @ chols[i].T  # (block, H)
-        return (np.sqrt(bias_sq[i]) + errors).mean(axis=1) ** 2  # (block,) ensemble's squared error
-
-    blocks = distributed.map_items(unit, len(units))
+    per_point = distributed.map_group_blocks(block, len(family), n_replicates, MONOTONE_BLOCK, seed)  # (R,) each
     hdis, exact, mc, mc_var = [], [], [], []
-    for i, cov in enumerate(covs):
+    for i, (cov, squared) in enumerate(zip(covs, per_point)):
         hdis.append(hdi_grid[i])
         exact.append(bias**2 + cov.sum() / n_heads**2)  # E[(mean_h error_h)²] with uniform weights
-        squared = np.concatenate(blocks[i * len(sizes):(i + 1) * len(sizes)])  # (R,)
         mc.append(squared.mean())
         mc_var.append(squared.var(ddof=1) / n_replicates)  # this point's own sampling variance
     hdis, exact, mc, mc_var = map(np.array, (hdis, exact, mc, mc_var))

@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import distributed
 from ..diversity import max_feasible_hdi, random_subspace_hdis
 from ..optimize import identical_subspaces, optimize_subspaces, overlap_model_loss
