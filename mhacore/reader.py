@@ -379,7 +379,7 @@ def _render_directive(block: Block, book: Book, page: str, solutions: bool) -> l
         return ["", *([f"**{arg}**", ""] if arg else []), *body, ""]
     if name == "nb-exec-table":
         return ["", "*(The table of execution times is on the book's website.)*", ""]
-    if name in ("bibliography", "toctree", "tableofcontents"):
+    if name in ("bibliography", "toctree", "tableofcontents", "tabularcolumns"):
         return []
     title = arg or name.split(":")[-1].capitalize()
     return ["", *_quote([f"**{title}**", "", *body]), ""]
