@@ -367,8 +367,10 @@ def broken_links(site: Path, pages: list[str], *, other_edition: bool = False) -
                       if parts.path else path)
             if os.path.isdir(target):
                 target = os.path.join(target, "index.html")
-            if target == os.path.normpath(os.path.join(str(site), "book.pdf")):
-                continue  # the whole-book PDF: `make pdf` puts it there (tests/test_pdf.py)
+            if target in {os.path.normpath(os.path.join(str(site), pdf))
+                          for pdf in ("book.pdf", "book-zh.pdf")}:
+                continue  # the whole-book PDFs: `make pdf` and `make pdf-zh` put them there
+                # (tests/test_pdf.py, tests/test_zh.py)
             if not os.path.exists(target):
                 broken.append(f"{name}: {link}")
             elif parts.fragment and target.endswith(".html"):
