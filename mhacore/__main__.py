@@ -20,10 +20,12 @@ found before any work starts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
-import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -78,6 +80,51 @@ def _seed_arg(text: str) -> int:
     return value
 
 
+def _int_at_least(minimum: int):
+    """An argparse type: an integer >= ``minimum`` (the message names the value)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer >= {minimum}; got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}; got {value}")
+        return value
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def _before_work(parser, out: Path | None) -> None:
+    """Usage errors found before any work and before a process group starts: an
+    unwritable ``--out``, or several SLURM tasks without torchrun."""
+    from .distributed import launch_problem
+
+    problem = launch_problem()
+    if problem:
+        parser.error(problem)
+    _check_out(parser, out)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """Alone, SIGTERM (a scheduler's stop, ``kill``) ends like Ctrl-C: one line saying
+    what is saved. Under ``torchrun`` its agent handles signals, so this does nothing."""
+    if os.environ.get("WORLD_SIZE", "1") not in ("", "1") or \
+            threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _device_arg(text: str) -> str:
     from ._validation import check_device
 
@@ -89,16 +136,11 @@ def _device_arg(text: str) -> str:
 
 def _check_out(parser, out: Path | None) -> None:
     """Fail with a usage error, before any work, when ``--out`` cannot be written."""
-    if out is None:
-        return
-    if out.is_dir():
-        parser.error(f"--out: {out} is a directory; give a file name, e.g. {out / 'report.json'}")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):
-            pass  # a fresh name: no file of the user's is touched
-    except OSError as exc:
-        parser.error(f"--out: cannot write {out} ({exc.strerror or exc})")
+    from ._outdir import out_problem
+
+    problem = None if out is None else out_problem(out)
+    if problem:
+        parser.error(f"--out: {problem}")
 
 
 def _load_report(path: Path) -> dict | None:
@@ -239,7 +281,7 @@ def check(argv: list[str]) -> int:
         parser.error(f"unknown theorem id(s) {unknown}; known: {list(theorems.REGISTRY)}")
     if args.resume and args.out is None:
         parser.error("--resume needs --out")
-    _check_out(parser, args.out)
+    _before_work(parser, args.out)
 
     ctx = distributed.setup(args.device)
     lead = ctx.rank == 0
@@ -261,9 +303,11 @@ def check(argv: list[str]) -> int:
             return 1
         report["results"] = kept
     try:
-        _run_checks(ids, args, report, lead)
+        with _sigterm_as_interrupt():
+            _run_checks(ids, args, report, lead)
     except KeyboardInterrupt:
-        saved = (f"{len(report['results'])} finished check(s) are saved in {args.out}"
+        saved = (f"{len(report['results'])} finished check(s) are saved in {args.out}; "
+                 "rerun with --resume to continue"
                  if args.out is not None else "nothing saved (no --out)")
         print(f"interrupted: {saved}", file=sys.stderr)
         return 130
@@ -275,6 +319,14 @@ def check(argv: list[str]) -> int:
     return 1 if failed else 0
 
 
+#: What each ``--size`` runs, and its time in one process on two CPU cores.
+SWEEP_SIZES = {
+    "tiny": "D 4 and 8, n 20 and 200, 3 blocks of 2 designs (a second or two)",
+    "small": "D 8, 16, 32, n 30 to 3000, 4 blocks of 2 designs (about a minute)",
+    "large": "D 8 to 128, 22 n from 10 to 31 623, 32 blocks (about 30 minutes)",
+}
+
+
 def sweep(argv: list[str]) -> int:
     """Run a sweep; see ``python -m mhacore sweep heads-width --help``.
 
@@ -283,41 +335,67 @@ def sweep(argv: list[str]) -> int:
     """
     from . import distributed, sweeps
 
+    sizes = "; ".join(f"{name}: {SWEEP_SIZES[name]}" for name in sweeps.SIZES)
     parser = argparse.ArgumentParser(
         prog="python -m mhacore sweep",
-        description="Claim C5: best head width d_k* over budgets D and sizes n.")
+        description="Claim C5: best head width d_k* over budgets D and sizes n. "
+                    f"Sizes (one process, two CPU cores): {sizes}.")
     parser.add_argument("name", choices=["heads-width"])
-    parser.add_argument("--size", choices=sorted(sweeps.SIZES), default="small")
-    parser.add_argument("--budgets", type=int, nargs="+", metavar="D",
-                        help="override the size's budgets D")
-    parser.add_argument("--n-values", type=int, nargs="+", metavar="N",
-                        help="override the size's sample sizes n")
-    parser.add_argument("--blocks", type=int, help="override the number of blocks")
-    parser.add_argument("--block-size", type=int, help="override designs per block")
-    parser.add_argument("--m", type=int, help="override queries per design")
-    parser.add_argument("--p", type=int,
+    parser.add_argument("--size", choices=list(sweeps.SIZES), default="small",
+                        help="grid and replicates (default: %(default)s)")
+    parser.add_argument("--budgets", type=_int_at_least(2), nargs="+", metavar="D",
+                        help="override the size's budgets D (each >= 2)")
+    parser.add_argument("--n-values", type=_int_at_least(2), nargs="+", metavar="N",
+                        help="override the size's sample sizes n (each >= 2)")
+    parser.add_argument("--blocks", type=_int_at_least(1),
+                        help="override the number of blocks")
+    parser.add_argument("--block-size", type=_int_at_least(1),
+                        help="override designs per block")
+    parser.add_argument("--queries", type=_int_at_least(1),
+                        help="override queries per design")
+    parser.add_argument("--p", type=_int_at_least(1),
                         help="override the dimension of keys and queries (>= every D)")
-    parser.add_argument("--seed", type=_seed_arg, default=20260521)
+    parser.add_argument("--seed", type=_seed_arg, default=20260521,
+                        help="integer >= 0 (default: %(default)s)")
     parser.add_argument("--device", type=_device_arg, default="cpu",
                         help="cpu or cuda (each rank takes its LOCAL_RANK's GPU)")
     parser.add_argument("--out", type=Path, help="JSON report, rewritten every round")
     parser.add_argument("--resume", action="store_true",
-                        help="keep the units already in --out (same seed, block size, "
-                             "queries, scale, noise); the grid may grow")
+                        help="keep the units already in --out and run the missing ones; "
+                             "more --blocks, --n-values or --budgets grow the grid. "
+                             "Refuses (exit 1, file untouched) when --out was made with "
+                             "another --seed, --p, --queries or --block-size, or is not "
+                             "a sweep report")
     args = parser.parse_args(argv)
     if args.resume and args.out is None:
         parser.error("--resume needs --out")
-    _check_out(parser, args.out)
     overrides = {"budgets": args.budgets, "n_values": args.n_values,
-                 "blocks": args.blocks, "block_size": args.block_size, "m": args.m,
+                 "blocks": args.blocks, "block_size": args.block_size, "m": args.queries,
                  "p": args.p}
     try:
-        report = sweeps.run_sweep(args.size, seed=args.seed, device=args.device,
-                                  out=args.out, resume=args.resume,
-                                  overrides=overrides,
-                                  command=["python", "-m", "mhacore", "sweep", *argv])
+        sweeps.settings(args.size, seed=args.seed, overrides=overrides)
+    except ValueError as exc:  # --p below a budget: checked before any work
+        parser.error(str(exc).replace("p must", "--p must", 1))
+    _before_work(parser, args.out)
+    try:
+        with _sigterm_as_interrupt():
+            report = sweeps.run_sweep(args.size, seed=args.seed, device=args.device,
+                                      out=args.out, resume=args.resume,
+                                      overrides=overrides,
+                                      command=["python", "-m", "mhacore", "sweep", *argv])
         if distributed.rank() == 0:
             print(sweeps.format_summary(report["summary"]))
+    except sweeps.ResumeRefused as exc:
+        if distributed.rank() == 0:
+            print(f"--resume: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as exc:
+        saved = getattr(exc, "saved", None)
+        print("interrupted: " + (f"{saved} finished unit(s) are saved in {args.out}; "
+                                 "rerun with --resume to continue"
+                                 if args.out is not None else "nothing saved (no --out)"),
+              file=sys.stderr)
+        return 130
     finally:
         distributed.teardown()
     return 0

@@ -42,10 +42,15 @@ rotation; ``decorrelation-optimum`` is one sequential optimisation; ``hdi-frame-
 computes one tight fusion frame and one batch of 20 random configurations (under a
 second on a CPU at large scale). Under ``torchrun`` they run side by side, one rank each.
 
+Only torchrun's variables are read. A process that SLURM started as one of several tasks
+(``srun -n 4 python -m mhacore ...``, no ``RANK``) refuses to run
+(:func:`launch_problem`), so that copies never race on one report; under SLURM, start one
+``torchrun`` per node with ``srun``.
+
 Without a launcher (no ``WORLD_SIZE`` > 1 in the environment) every function here runs
 the single-process path: :func:`setup` starts nothing, :func:`map_items` is a loop, and
-:func:`barrier` returns at once. Under ``torchrun`` (or a cluster launcher that sets
-``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``), :func:`setup` starts the
+:func:`barrier` returns at once. Under ``torchrun`` (or a launcher that sets
+``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` as torchrun does), :func:`setup` starts the
 process group: gloo on CPU, nccl on CUDA with one GPU per rank (``LOCAL_RANK``).
 Collectives time out after ``MHACORE_DIST_TIMEOUT_S`` seconds (default 1800), so a rank
 that died outside a collective ends the job instead of hanging it; an exception inside
@@ -71,7 +76,8 @@ from ._validation import check_int
 
 __all__ = ["Context", "RankError", "setup", "teardown", "rank", "world_size", "active",
            "solo", "sharded", "shard", "replicate_rng", "map_items", "map_replicates",
-           "block_sizes", "map_blocks", "map_group_blocks", "all_gather", "broadcast", "barrier", "describe"]
+           "block_sizes", "map_blocks", "map_group_blocks", "all_gather", "broadcast", "barrier", "describe",
+           "launch_problem"]
 
 TIMEOUT_ENV = "MHACORE_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800.0
@@ -89,6 +95,34 @@ class Context:
     world_size: int
     backend: str | None
     device: str
+
+
+def launch_problem(environ=None) -> str | None:
+    """Why this process must not run alone (None when it may): SLURM started several
+    copies of it without a ``torchrun`` (``srun`` sets ``SLURM_STEP_NUM_TASKS`` or
+    ``SLURM_NTASKS`` above 1, and no ``RANK``). Each copy would run the whole job and
+    all of them would write the same ``--out``; :mod:`mhacore` reads only torchrun's
+    ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``.
+
+    >>> launch_problem({"SLURM_NTASKS": "4"}).split(";")[0]
+    'SLURM started 4 tasks of this command without torchrun'
+    >>> launch_problem({"SLURM_NTASKS": "4", "RANK": "0"}) is None
+    True
+    """
+    env = os.environ if environ is None else environ
+    if "RANK" in env:
+        return None
+    raw = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or "1"
+    try:
+        tasks = int(raw.split("(")[0])
+    except ValueError:
+        return None
+    if tasks <= 1:
+        return None
+    return (f"SLURM started {tasks} tasks of this command without torchrun; each "
+            "would run the whole job and write the same --out. Launch one torchrun per "
+            "node instead (srun --ntasks-per-node 1 torchrun --nnodes $SLURM_NNODES "
+            "...), or run one task (srun --ntasks 1)")
 
 
 def _launched_world() -> int:
@@ -167,6 +201,9 @@ def setup(device: str = "cpu", *, timeout_s: float | None = None) -> Context:
     if not isinstance(device, str):
         raise TypeError(f"device must be a str such as 'cpu' or 'cuda'; got {device!r}")
     timeout = _timeout_s(timeout_s)
+    problem = launch_problem()
+    if problem:
+        raise RuntimeError(problem)
     if _launched_world() <= 1:
         return Context(0, 1, None, device)
     cuda = device.startswith("cuda")

@@ -29,7 +29,7 @@ from . import distributed
 from ._validation import check_int, check_positive
 from .theorems.ch06_heads_width import block_heads, signal
 
-__all__ = ["SIZES", "load_report", "splits", "block_risks", "plan_units", "unit_key",
+__all__ = ["SIZES", "ResumeRefused", "settings", "load_report", "splits", "block_risks", "plan_units", "unit_key",
            "run_sweep", "risk_table", "summarise", "format_summary", "best_width",
            "transition", "paired_gap", "law_predictions"]
 
@@ -184,13 +184,42 @@ def _write_atomic(path: Path, report: dict) -> None:
     write_json_atomic(path, report, indent=1)
 
 
-def _settings(size, seed, scale, sigma, overrides):
+class ResumeRefused(ValueError):
+    """``resume=True`` met a file it must not extend (other settings, or not a sweep
+    report); the file is left untouched."""
+
+
+#: Command-line names of the settings a resumed sweep must share with its file.
+OPTION_NAMES = {"seed": "--seed", "p": "--p", "m": "--queries",
+                "block_size": "--block-size", "scale": "scale", "sigma": "sigma"}
+
+
+def _count(value, name, minimum):
+    return check_int(value, name, minimum=minimum)
+
+
+def settings(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGMA,
+             overrides=None):
+    """The sweep's settings: a row of :data:`SIZES` with ``overrides``, validated.
+
+    Raises ``ValueError`` naming the setting: budgets ``D >= 2`` (one split has no
+    width to choose), sizes ``n >= 2``, ``blocks``, ``block_size``, ``m`` (queries per
+    design) and ``p`` at least 1, ``p`` at least every budget.
+
+    >>> settings("tiny", overrides={"blocks": 5})["blocks"]
+    5
+    """
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}; got {size!r}")
     s = dict(SIZES[size], **{k: v for k, v in (overrides or {}).items()
                              if v is not None})
-    s = dict(s, budgets=[int(b) for b in s["budgets"]],
-             n_values=[int(n) for n in s["n_values"]], p=check_int(s["p"], "p"))
+    for key, minimum in (("budgets", 2), ("n_values", 2)):
+        if isinstance(s[key], (str, bytes)) or not hasattr(s[key], "__len__") or not s[key]:
+            raise ValueError(f"{key} must be a non-empty list of integers >= {minimum}; "
+                             f"got {s[key]!r}")
+        s[key] = [_count(v, key, minimum) for v in s[key]]
+    for key in ("blocks", "block_size", "m", "p"):
+        s[key] = _count(s[key], key, 1)
     if max(s["budgets"]) > s["p"]:
         raise ValueError(f"p must be at least every budget D (the budgets share one "
                          f"space R^p); got p = {s['p']} and D = {max(s['budgets'])}")
@@ -199,11 +228,35 @@ def _settings(size, seed, scale, sigma, overrides):
                 sigma=check_positive(sigma, "sigma"))
 
 
-def _same_draws(old, new):
-    """Whether units of ``old`` are units of ``new``: all settings equal but the
-    grid (budgets, n values, number of blocks) and the size's name."""
+def _kept_units(out, new):
+    """Units of the sweep report ``out`` that a run with settings ``new`` may keep, or
+    :class:`ResumeRefused` naming the setting that differs.
+
+    A file's units are kept when every setting but the grid (budgets, n values, number
+    of blocks) and the size's name is equal: the run may grow the grid.
+    """
+    if not out.exists():
+        return {}, []
+    try:
+        old = json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResumeRefused(f"{out} is not a sweep report (not JSON: {exc})") from None
+    if (not isinstance(old, dict) or not isinstance(old.get("settings"), dict)
+            or not isinstance(old.get("units"), dict)
+            or not isinstance(old.get("runs", []), list)):
+        raise ResumeRefused(f"{out} is not a sweep report (no settings and units); "
+                            "write to another --out")
     skip = {"budgets", "n_values", "blocks", "size"}
-    return bool(old) and all(old.get(k) == v for k, v in new.items() if k not in skip)
+    for key, value in new.items():
+        if key not in skip and old["settings"].get(key) != value:
+            name = OPTION_NAMES.get(key, key)
+            size = old["settings"].get("size")
+            hint = f" (its --size was {size})" if size != new["size"] else ""
+            raise ResumeRefused(
+                f"{out} was made with {name} {old['settings'].get(key)!r}{hint} and this "
+                f"run has {name} {value!r}; refusing to mix or overwrite its units. Rerun "
+                f"with the same {name}, or write to another --out")
+    return old["units"], old.get("runs", [])
 
 
 def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGMA,
@@ -221,13 +274,23 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
     out : path, optional
         JSON report, rewritten by rank 0 after every round of units.
     resume : bool
-        Keep the units already in ``out`` (needs ``out``) when they were drawn alike
-        (same seed, block size, queries, scale and noise): a resumed run may also add
-        budgets, sizes or blocks to a finished sweep.
+        Keep the units already in ``out`` (needs ``out``); they must have been drawn
+        alike (same seed, ``p``, block size, queries, scale and noise), else
+        :class:`ResumeRefused` is raised and the file is left untouched. A resumed run
+        may add budgets, sizes or blocks to a finished sweep.
     command : list of str, optional
         Command line recorded in the provenance.
     log : callable or None
         Progress lines (rank 0 only).
+
+    Raises
+    ------
+    ValueError
+        For a bad setting (:func:`settings`), before any work; :class:`ResumeRefused`
+        when ``out`` cannot be resumed.
+    KeyboardInterrupt
+        Re-raised with ``saved``, the number of units in ``out`` (or ``None``
+        without ``out``).
 
     Returns
     -------
@@ -238,57 +301,66 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
     """
     from ._provenance import provenance
 
-    settings = _settings(size, seed, scale, sigma, overrides)
+    settings_ = settings(size, seed=seed, scale=scale, sigma=sigma, overrides=overrides)
     if resume and out is None:
         raise ValueError("resume=True needs out (the report to resume)")
     out = None if out is None else Path(out)
     ctx = distributed.setup(device)
     lead = ctx.rank == 0
     say = log if (lead and log is not None) else (lambda *a, **k: None)
-    old = {}
-    if lead and resume and out.exists():
-        old = json.loads(out.read_text(encoding="utf-8"))
-        if not _same_draws(old.get("settings", {}), settings):
-            say(f"--resume: {out} has other settings; starting afresh")
-            old = {}
-    wanted = {unit_key(u) for u in plan_units(settings["budgets"], settings["n_values"],
-                                              settings["blocks"])}
-    units_done = distributed.broadcast({k: v for k, v in old.get("units", {}).items()
-                                        if k in wanted})
+    kept = ({}, [])
+    if lead and resume:
+        try:
+            kept = _kept_units(out, settings_)
+        except ResumeRefused as exc:
+            kept = exc
+    kept = distributed.broadcast(kept)
+    if isinstance(kept, ResumeRefused):
+        raise kept
+    wanted = {unit_key(u) for u in plan_units(settings_["budgets"], settings_["n_values"],
+                                              settings_["blocks"])}
+    units_done = {k: v for k, v in kept[0].items() if k in wanted}
     run = {"provenance": provenance(command), "distributed": distributed.describe(ctx),
            "units_run": 0, "wall_s": 0.0}
-    report = {"settings": settings, "units": units_done,
-              "runs": old.get("runs", []) + [run]}
-    todo = [u for u in plan_units(settings["budgets"], settings["n_values"],
-                                  settings["blocks"]) if unit_key(u) not in units_done]
+    report = {"settings": settings_, "units": units_done, "runs": kept[1] + [run]}
+    todo = [u for u in plan_units(settings_["budgets"], settings_["n_values"],
+                                  settings_["blocks"]) if unit_key(u) not in units_done]
     say(f"sweep {size}: {len(units_done)} units kept, {len(todo)} to run on "
         f"{ctx.world_size} rank(s)")
     start, every = time.perf_counter(), max(1, len(todo) // (20 * ctx.world_size))
-    for r0 in range(0, len(todo), ctx.world_size):
-        batch = todo[r0:r0 + ctx.world_size]
-        results = distributed.map_items(lambda i: _unit(batch[i], settings, ctx), len(batch))
-        for unit, result in zip(batch, results):
-            report["units"][unit_key(unit)] = result
-        run["units_run"] += len(batch)
-        run["wall_s"] = round(time.perf_counter() - start, 3)
-        if lead and out is not None:
-            _write_atomic(out, report)
-        if (r0 // ctx.world_size) % every == 0 or r0 + len(batch) == len(todo):
-            say(f"  {r0 + len(batch)}/{len(todo)} units, {run['wall_s']:.0f} s")
+    saved = None
+    try:
+        for r0 in range(0, len(todo), ctx.world_size):
+            batch = todo[r0:r0 + ctx.world_size]
+            results = distributed.map_items(lambda i: _unit(batch[i], settings_, ctx),
+                                            len(batch))
+            for unit, result in zip(batch, results):
+                report["units"][unit_key(unit)] = result
+            run["units_run"] += len(batch)
+            run["wall_s"] = round(time.perf_counter() - start, 3)
+            if lead and out is not None:
+                _write_atomic(out, report)
+                saved = len(report["units"])
+            if (r0 // ctx.world_size) % every == 0 or r0 + len(batch) == len(todo):
+                say(f"  {r0 + len(batch)}/{len(todo)} units, {run['wall_s']:.0f} s")
+    except KeyboardInterrupt as exc:
+        if out is not None and saved is None:  # nothing written yet: kept units only
+            saved = len(units_done) if resume else 0
+        exc.saved = saved
+        raise
     report["summary"] = summarise(report)
     if lead and out is not None:
         _write_atomic(out, report)
     return report
 
 
-def _unit(unit, settings, ctx):
+def _unit(unit, s, ctx):
     budget, n, block = unit
-    size = settings["block_size"]
+    size = s["block_size"]
     t0 = time.perf_counter()
     bias_sq, spread = block_risks(budget, n, range(block * size, (block + 1) * size),
-                                  seed=settings["seed"], m=settings["m"],
-                                  p=settings["p"], scale=settings["scale"], sigma=settings["sigma"],
-                                  device=ctx.device)
+                                  seed=s["seed"], m=s["m"], p=s["p"], scale=s["scale"],
+                                  sigma=s["sigma"], device=ctx.device)
     return {"bias_sq": bias_sq.tolist(), "spread": spread.tolist(),
             "seconds": round(time.perf_counter() - t0, 3)}
 
@@ -550,15 +622,20 @@ def summarise(report, n_boot=N_BOOT):
 
 
 def format_summary(summary):
-    """The summary as a few lines of text."""
+    """The summary as a few lines of text.
+
+    A point's line gives the grid optimum ``d_k*`` and its paired z against the
+    second-best width, then the interpolated optimum with its bootstrap interval (the
+    interval belongs to the interpolated value, not to the grid optimum).
+    """
     lines = []
     for p in summary["points"]:
         flag = f" (censored: {p['edge']})" if p["edge"] else ""
         lo, hi = p["d_k_star_interval"]
-        lines.append(f"D = {p['D']:>4}, n = {p['n']:>6}: d_k* = {p['d_k_star']:>4} "
-                     f"(interpolated {p['d_k_star_interpolated']:.3g}, 95 % "
-                     f"[{lo:.3g}, {hi:.3g}]; vs {p['second_best']}: z = "
-                     f"{p['paired_z']:.1f}){flag}")
+        lines.append(f"D = {p['D']:>4}, n = {p['n']:>6}: d_k* = {p['d_k_star']:>4} on "
+                     f"the grid (vs {p['second_best']}: z = {p['paired_z']:.1f}); "
+                     f"interpolated {p['d_k_star_interpolated']:.3g}, 95 % "
+                     f"[{lo:.3g}, {hi:.3g}]{flag}")
     for b, t in summary["transition"].items():
         cells = []
         for key, label in (("n_last_one", "last n with d_k* = 1"),

@@ -69,17 +69,75 @@ def test_out_that_is_a_directory_fails_before_work(calls, capsys, tmp_path):
     assert "--out" in capsys.readouterr().err and calls == []
 
 
-def test_out_under_a_file_fails_before_work(calls, capsys, tmp_path):
+@pytest.mark.parametrize("below", ["report.json", "sub/report.json"])
+def test_out_under_a_file_fails_before_work(calls, capsys, tmp_path, below):
     blocker = tmp_path / "file.txt"
     blocker.write_text("x")
-    assert _exit_code(["--out", str(blocker / "report.json")]) == 2
-    assert "--out: cannot write" in capsys.readouterr().err and calls == []
+    assert _exit_code(["--out", str(blocker / below)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out: cannot write {blocker / below}: {blocker} is not a directory" in err
+    assert "File exists" not in err and calls == []
 
 
-def test_out_in_a_missing_folder_is_created(calls, tmp_path):
+@pytest.mark.parametrize("command", ["check", "sweep"])
+def test_out_in_a_missing_folder_is_refused(calls, capsys, tmp_path, command):
     out = tmp_path / "new" / "deeper" / "report.json"
-    assert check(["--theorem", "toy-a", "--out", str(out)]) == 0
-    assert json.loads(out.read_text())["results"][0]["theorem_id"] == "toy-a"
+    argv = [command, *(["heads-width", "--size", "tiny"] if command == "sweep" else []),
+            "--out", str(out)]
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2 and calls == []
+    assert f"folder {out.parent} does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+def test_check_report_gets_the_usual_permissions(calls, tmp_path):
+    import os
+
+    out = tmp_path / "report.json"
+    mask = os.umask(0o002)
+    try:
+        assert check(["--theorem", "toy-a", "--out", str(out)]) == 0
+    finally:
+        os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o664
+
+
+@pytest.mark.parametrize("command", ["check", "sweep"])
+def test_several_slurm_tasks_without_torchrun_refuse(calls, capsys, monkeypatch, tmp_path,
+                                                      command):
+    """srun -n 2 python -m mhacore ...: each copy would run the whole job and write the
+    same --out; they refuse before any work."""
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    out = tmp_path / "r.json"
+    argv = [command, *(["heads-width", "--size", "tiny"] if command == "sweep" else []),
+            "--out", str(out)]
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2 and calls == [] and not out.exists()
+    assert "SLURM started 2 tasks of this command without torchrun" in capsys.readouterr().err
+    from mhacore import distributed
+    with pytest.raises(RuntimeError, match="without torchrun"):
+        distributed.setup("cpu")
+    monkeypatch.setenv("SLURM_NTASKS", "1")
+    assert distributed.setup("cpu").world_size == 1
+
+
+def test_sigterm_ends_a_plain_check_like_ctrl_c(calls, capsys, tmp_path):
+    import os
+    import signal
+
+    def terminated(scale, device, seed):
+        os.kill(os.getpid(), signal.SIGTERM)
+    theorems.register("toy-term", title="", chapter="c", claim="")(terminated)
+    out = tmp_path / "r.json"
+    previous = signal.getsignal(signal.SIGTERM)
+    assert check(["--theorem", "toy-a", "--theorem", "toy-term", "--out", str(out)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"interrupted: 1 finished check(s) are saved in {out}; rerun with "
+                   "--resume to continue"]
+    assert signal.getsignal(signal.SIGTERM) is previous
 
 
 def _report(tmp_path, argv=("--theorem", "toy-a")):

@@ -1,6 +1,7 @@
 """mhacore.sweeps: the heads-and-width sweep of claim C5 (single process)."""
 
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -134,8 +135,10 @@ def test_resume_keeps_units_and_extends_the_grid(tmp_path):
                             log=None)
     assert more["runs"][-1]["units_run"] == 4  # one new block at 2 budgets x 2 sizes
     assert all(more["units"][k] == v for k, v in first["units"].items())
-    other = sweeps.run_sweep("tiny", out=out, resume=True, seed=3, log=None)
-    assert other["runs"][-1]["units_run"] == 12 and len(other["runs"]) == 1
+    before = out.read_bytes()
+    with pytest.raises(sweeps.ResumeRefused, match=r"--seed 20260521 .* --seed 3"):
+        sweeps.run_sweep("tiny", out=out, resume=True, seed=3, log=None)
+    assert out.read_bytes() == before
 
 
 @pytest.mark.parametrize("call, error, message", [
@@ -150,6 +153,20 @@ def test_resume_keeps_units_and_extends_the_grid(tmp_path):
      r"budget must be at most p = 4; got 8"),
     (lambda: sweeps.run_sweep("tiny", overrides={"p": 4}), ValueError,
      r"p must be at least every budget D"),
+    (lambda: sweeps.run_sweep("tiny", overrides={"blocks": 0}), ValueError,
+     r"blocks must be an integer >= 1; got 0"),
+    (lambda: sweeps.run_sweep("tiny", overrides={"block_size": 0}), ValueError,
+     r"block_size must be an integer >= 1; got 0"),
+    (lambda: sweeps.run_sweep("tiny", overrides={"m": 0}), ValueError,
+     r"m must be an integer >= 1; got 0"),
+    (lambda: sweeps.run_sweep("tiny", overrides={"n_values": [1]}), ValueError,
+     r"n_values must be an integer >= 2; got 1"),
+    (lambda: sweeps.run_sweep("tiny", overrides={"budgets": [1]}), ValueError,
+     r"budgets must be an integer >= 2; got 1"),
+    (lambda: sweeps.run_sweep("tiny", overrides={"budgets": []}), ValueError,
+     r"budgets must be a non-empty list"),
+    (lambda: sweeps.settings("tiny", overrides={"p": 0}), ValueError,
+     r"p must be an integer >= 1; got 0"),
 ])
 def test_validation(call, error, message):
     with pytest.raises(error, match=message):
@@ -177,3 +194,167 @@ def test_committed_report_is_complete_and_its_summary_reproducible():
     assert set(report["units"]) == keys
     assert len(s["budgets"]) >= 3 and max(s["n_values"]) / min(s["n_values"]) >= 1000
     assert json.dumps(sweeps.summarise(report)) == json.dumps(report["summary"])
+
+
+# ---- the command line -----------------------------------------------------------------
+
+ONE_UNIT = ["sweep", "heads-width", "--size", "tiny", "--budgets", "4", "--n-values", "20",
+            "--blocks", "1"]
+
+
+def _sweep_exit(argv):
+    from mhacore.__main__ import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    return info.value.code
+
+
+@pytest.fixture
+def one_unit(tmp_path):
+    """A finished one-unit sweep report; returns its path."""
+    from mhacore.__main__ import main
+
+    out = tmp_path / "g.json"
+    assert main([*ONE_UNIT, "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("change, pattern", [
+    (["--seed", "1"], r"--seed 20260521 and this run has --seed 1"),
+    (["--p", "64"], r"--p 8 and this run has --p 64"),
+    (["--queries", "3"], r"--queries 8 and this run has --queries 3"),
+    (["--block-size", "3"], r"--block-size 2 and this run has --block-size 3"),
+    (["--size", "small", "--p", "8"], r"--queries 8 \(its --size was tiny\) and this run "
+                                     r"has --queries 16"),
+])
+def test_resume_with_other_settings_refuses_and_leaves_the_file(one_unit, capsys, change,
+                                                                 pattern):
+    from mhacore.__main__ import main
+
+    before = one_unit.read_bytes()
+    assert main([*ONE_UNIT, "--out", str(one_unit), "--resume", *change]) == 1
+    err = capsys.readouterr().err
+    assert re.search(pattern, err), err
+    assert one_unit.read_bytes() == before
+
+
+@pytest.mark.parametrize("content", ['{"results": [], "scale": "book", "seed": 1}',
+                                     "not json", "[1, 2]"])
+def test_resume_refuses_a_file_that_is_not_a_sweep_report(tmp_path, capsys, content):
+    from mhacore.__main__ import main
+
+    out = tmp_path / "check.json"
+    out.write_text(content)
+    assert main([*ONE_UNIT, "--out", str(out), "--resume"]) == 1
+    assert "is not a sweep report" in capsys.readouterr().err
+    assert out.read_text() == content
+
+
+def test_resume_grows_the_grid_and_keeps_the_units(one_unit):
+    from mhacore.__main__ import main
+
+    first = json.loads(one_unit.read_text())["units"]
+    assert main([*ONE_UNIT, "--out", str(one_unit), "--resume", "--blocks", "2",
+                 "--n-values", "20", "30"]) == 0
+    grown = json.loads(one_unit.read_text())
+    assert len(grown["units"]) == 4 and grown["runs"][-1]["units_run"] == 3
+    assert all(grown["units"][k] == v for k, v in first.items())
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["--blocks", "0"], r"argument --blocks: must be an integer >= 1; got 0"),
+    (["--block-size", "0"], r"argument --block-size: must be an integer >= 1; got 0"),
+    (["--queries", "0"], r"argument --queries: must be an integer >= 1; got 0"),
+    (["--n-values", "0"], r"argument --n-values: must be an integer >= 2; got 0"),
+    (["--n-values", "1"], r"argument --n-values: must be an integer >= 2; got 1"),
+    (["--budgets", "0"], r"argument --budgets: must be an integer >= 2; got 0"),
+    (["--budgets", "1"], r"argument --budgets: must be an integer >= 2; got 1"),
+    (["--p", "4", "--budgets", "8"], r"--p must be at least every budget D.*p = 4 and D = 8"),
+    (["--m", "4"], r"unrecognized arguments: --m"),
+    (["--resume"], r"--resume needs --out"),
+])
+def test_bad_sweep_options_are_one_line_usage_errors(capsys, argv, pattern):
+    assert _sweep_exit(["sweep", "heads-width", "--size", "tiny", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert re.search(pattern, err[-1]), err
+    assert err[-1].startswith("python -m mhacore sweep: error:")
+
+
+def test_no_sweep_option_is_a_prefix_of_a_torchrun_option():
+    """torchrun's parser sees the script's options too: a prefix of one of its own
+    (``--m`` of ``--master-addr``...) is ambiguous there and the job never starts."""
+    import inspect
+
+    from torch.distributed.run import get_args_parser
+
+    import mhacore.__main__ as cli
+
+    theirs = {o for a in get_args_parser()._actions for o in a.option_strings}
+    ours = {o for source in (cli.sweep, cli.check)
+            for o in re.findall(r'add_argument\("(--[a-z-]+)"', inspect.getsource(source))}
+    assert {"--queries", "--seed", "--out", "--theorem"} <= ours
+    clashes = {(o, t) for o in ours for t in theirs if t.startswith(o)}
+    assert clashes == set()
+
+
+def test_sweep_help_shows_every_size_and_the_default(capsys):
+    assert _sweep_exit(["sweep", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "default: small" in out and all(f"{s}: D" in out for s in sweeps.SIZES)
+
+
+def test_summary_puts_the_interval_beside_the_interpolated_width():
+    line = sweeps.format_summary({"points": [{
+        "D": 8, "n": 200, "d_k_star": 4, "d_k_star_interpolated": 2.97,
+        "d_k_star_interval": [1.0, 3.2], "second_best": 2, "paired_z": 0.3,
+        "edge": None}], "transition": {}, "n0_slope": {}})
+    assert "d_k* =    4 on the grid" in line
+    assert "interpolated 2.97, 95 % [1, 3.2]" in line
+
+
+def test_ctrl_c_of_a_sweep_says_what_is_saved(monkeypatch, tmp_path, capsys):
+    from mhacore.__main__ import main
+
+    calls = []
+    real = sweeps._unit
+
+    def unit(*a):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*a)
+    monkeypatch.setattr(sweeps, "_unit", unit)
+    out = tmp_path / "s.json"
+    assert main([*ONE_UNIT, "--blocks", "3", "--out", str(out)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"interrupted: 1 finished unit(s) are saved in {out}; rerun with "
+                   "--resume to continue"]
+    assert len(json.loads(out.read_text())["units"]) == 1
+
+
+def test_sigterm_of_a_plain_sweep_ends_like_ctrl_c(monkeypatch, tmp_path, capsys):
+    import os
+    import signal
+
+    from mhacore.__main__ import main
+
+    monkeypatch.setattr(sweeps, "_unit",
+                        lambda *a: os.kill(os.getpid(), signal.SIGTERM))
+    previous = signal.getsignal(signal.SIGTERM)
+    assert main([*ONE_UNIT, "--out", str(tmp_path / "s.json")]) == 130
+    assert "interrupted: 0 finished unit(s)" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_reports_get_the_usual_permissions(tmp_path):
+    import os
+
+    from mhacore._outdir import write_json_atomic
+
+    mask = os.umask(0o027)
+    try:
+        write_json_atomic(tmp_path / "r.json", {"a": 1})
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o640
