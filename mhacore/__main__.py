@@ -70,6 +70,16 @@ class _Refusal(Exception):
     """A reason to stop before touching an existing report (exit status 1)."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """Under ``torchrun`` every rank parses the same options: only rank 0 prints a
+    usage error (all exit with status 2), so the message appears once."""
+
+    def error(self, message):
+        if os.environ.get("RANK", "0") != "0":
+            sys.exit(2)
+        super().error(message)
+
+
 def _seed_arg(text: str) -> int:
     try:
         value = int(text)
@@ -258,7 +268,7 @@ def check(argv: list[str]) -> int:
     """
     from . import distributed, theorems
 
-    parser = argparse.ArgumentParser(prog="python -m mhacore check",
+    parser = _Parser(prog="python -m mhacore check",
                                      description="Run the book's registered theorem checks.")
     parser.add_argument("--theorem", action="append", metavar="ID",
                         help="a theorem id (repeatable; a repeated id runs once); default: all. "
@@ -336,7 +346,7 @@ def sweep(argv: list[str]) -> int:
     from . import distributed, sweeps
 
     sizes = "; ".join(f"{name}: {SWEEP_SIZES[name]}" for name in sweeps.SIZES)
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m mhacore sweep",
         description="Claim C5: best head width d_k* over budgets D and sizes n. "
                     f"Sizes (one process, two CPU cores): {sizes}.")

@@ -306,3 +306,12 @@ def test_resume_refuses_a_report_of_the_wrong_structure(calls, capsys, tmp_path,
     assert check(["--theorem", "toy-a", "--theorem", "toy-b", "--out", str(out), "--resume"]) == 1
     assert out.read_text() == before and calls == []
     assert "is not a check report" in capsys.readouterr().err
+
+
+def test_under_torchrun_only_rank_0_prints_a_usage_error(calls, capsys, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    assert _exit_code(["--seed", "-1"]) == 2
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("RANK", "0")
+    assert _exit_code(["--seed", "-1"]) == 2
+    assert "--seed: must be an integer >= 0; got -1" in capsys.readouterr().err
