@@ -331,9 +331,11 @@ def check(argv: list[str]) -> int:
 
 #: What each ``--size`` runs, and its time in one process on two CPU cores.
 SWEEP_SIZES = {
-    "tiny": "D 4 and 8, n 20 and 200, 3 blocks of 2 designs (a second or two)",
-    "small": "D 8, 16, 32, n 30 to 3000, 4 blocks of 2 designs (about a minute)",
-    "large": "D 8 to 128, 22 n from 10 to 31 623, 32 blocks (about 30 minutes)",
+    "tiny": "D 4 and 8, n 20 and 200, 3 blocks of 2 designs (about 2 s)",
+    "small": "D 8, 16, 32, n 30 to 3000, 4 blocks of 2 designs (about 2 s with "
+             "OMP_NUM_THREADS=1, 5-20 s without)",
+    "large": "D 8 to 128, 22 n from 10 to 31 623, 32 blocks of 1 design (about 30 "
+             "minutes)",
 }
 
 
