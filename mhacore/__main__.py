@@ -13,8 +13,14 @@ already in it and runs only the missing checks, so an interrupted long run loses
 ``--resume`` refuses (exit 1, file untouched) when the file was made with another seed,
 scale or device, or is not a report. Kept results carry their own ``provenance``; a
 result without one was computed by the run that the top-level ``provenance`` describes.
-Bad arguments, an unwritable ``--out`` and an unavailable device are usage errors (exit 2)
-found before any work starts.
+Bad arguments, an unwritable ``--out`` (its folder must exist; it is not created) and an
+unavailable device are usage errors (exit 2) found before any work starts, as is a
+process that SLURM started as one of several tasks without ``torchrun``. Ctrl-C, or
+SIGTERM in a plain run, ends with one line saying what is saved (exit 130).
+
+``sweep`` (:mod:`mhacore.sweeps`) follows the same rules; its ``--resume`` refuses (exit
+1, file untouched) a file made with another ``--seed``, ``--p``, ``--queries`` or
+``--block-size``, or one that is not a sweep report.
 """
 
 from __future__ import annotations
@@ -344,6 +350,10 @@ def sweep(argv: list[str]) -> int:
 
     Alone it runs in this process; under ``torchrun --nproc-per-node N -m mhacore sweep
     ...`` the units are shared by the ranks and rank 0 writes the report.
+
+    Exit status: 0 when the sweep finished, 1 when ``--resume`` refuses ``--out``, 2 for
+    a usage error (found before any work starts and before the process group), 130
+    after Ctrl-C or SIGTERM (one line says how many units are saved).
     """
     from . import distributed, sweeps
 
