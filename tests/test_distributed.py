@@ -174,8 +174,9 @@ def test_any_world_size_gives_the_same_report(nproc, reference, tmp_path):
     assert chi2 == pytest.approx([checks["hdi-monotone-model"].details["lack_of_fit_chi2"]],
                                  rel=1e-12)
     out = tmp_path / "sweep.json"
+    # --queries 8 is tiny's own value: the option must pass torchrun's parser
     proc = torchrun(nproc, "-m", "mhacore", "sweep", "heads-width", "--size", "tiny",
-                    "--out", str(out))
+                    "--queries", "8", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(out.read_text())
     assert got["runs"][0]["distributed"]["backend"] == (None if nproc == 1 else "gloo")
