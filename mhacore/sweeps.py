@@ -305,6 +305,12 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
     if resume and out is None:
         raise ValueError("resume=True needs out (the report to resume)")
     out = None if out is None else Path(out)
+    if out is not None:
+        from ._outdir import out_problem
+
+        problem = out_problem(out)
+        if problem:
+            raise ValueError(f"out must be a writable report file; {problem}")
     ctx = distributed.setup(device)
     lead = ctx.rank == 0
     say = log if (lead and log is not None) else (lambda *a, **k: None)

@@ -167,6 +167,8 @@ def test_resume_keeps_units_and_extends_the_grid(tmp_path):
      r"budgets must be a non-empty list"),
     (lambda: sweeps.settings("tiny", overrides={"p": 0}), ValueError,
      r"p must be an integer >= 1; got 0"),
+    (lambda: sweeps.run_sweep("tiny", out="/nonexistent-mhacore/dir/s.json"), ValueError,
+     r"out must be a writable report file; .*folder /nonexistent-mhacore/dir does not"),
 ])
 def test_validation(call, error, message):
     with pytest.raises(error, match=message):
