@@ -135,8 +135,8 @@ def test_sigterm_ends_a_plain_check_like_ctrl_c(calls, capsys, tmp_path):
     previous = signal.getsignal(signal.SIGTERM)
     assert check(["--theorem", "toy-a", "--theorem", "toy-term", "--out", str(out)]) == 130
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"interrupted: 1 finished check(s) are saved in {out}; rerun with "
-                   "--resume to continue"]
+    assert err == [(f"interrupted: 1 finished check(s) are saved in {out}; rerun with "
+                    "--resume to continue")]
     assert signal.getsignal(signal.SIGTERM) is previous
 
 

@@ -227,8 +227,8 @@ def one_unit(tmp_path):
     (["--p", "64"], r"--p 8 and this run has --p 64"),
     (["--queries", "3"], r"--queries 8 and this run has --queries 3"),
     (["--block-size", "3"], r"--block-size 2 and this run has --block-size 3"),
-    (["--size", "small", "--p", "8"], r"--queries 8 \(its --size was tiny\) and this run "
-                                     r"has --queries 16"),
+    (["--size", "small", "--p", "8"], (r"--queries 8 \(its --size was tiny\) and this "
+                                      r"run has --queries 16")),
 ])
 def test_resume_with_other_settings_refuses_and_leaves_the_file(one_unit, capsys, change,
                                                                  pattern):
@@ -330,8 +330,8 @@ def test_ctrl_c_of_a_sweep_says_what_is_saved(monkeypatch, tmp_path, capsys):
     out = tmp_path / "s.json"
     assert main([*ONE_UNIT, "--blocks", "3", "--out", str(out)]) == 130
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"interrupted: 1 finished unit(s) are saved in {out}; rerun with "
-                   "--resume to continue"]
+    assert err == [(f"interrupted: 1 finished unit(s) are saved in {out}; rerun with "
+                    "--resume to continue")]
     assert len(json.loads(out.read_text())["units"]) == 1
 
 
