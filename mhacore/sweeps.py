@@ -274,7 +274,8 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
     out : path, optional
         JSON report, rewritten by rank 0 after every round of units.
     resume : bool
-        Keep the units already in ``out`` (needs ``out``); they must have been drawn
+        Keep the units already in ``out`` (needs ``out``; units outside this run's
+        grid stay in the file too, unsummarised); they must have been drawn
         alike (same seed, ``p``, block size, queries, scale and noise), else
         :class:`ResumeRefused` is raised and the file is left untouched. A resumed run
         may add budgets, sizes or blocks to a finished sweep.
@@ -323,15 +324,15 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
     kept = distributed.broadcast(kept)
     if isinstance(kept, ResumeRefused):
         raise kept
-    wanted = {unit_key(u) for u in plan_units(settings_["budgets"], settings_["n_values"],
-                                              settings_["blocks"])}
-    units_done = {k: v for k, v in kept[0].items() if k in wanted}
+    # every kept unit stays in the file, also those outside this run's grid (a smaller
+    # --blocks or fewer sizes): the summary reads the grid's units only
+    units_done = dict(kept[0])
     run = {"provenance": provenance(command), "distributed": distributed.describe(ctx),
            "units_run": 0, "wall_s": 0.0}
     report = {"settings": settings_, "units": units_done, "runs": kept[1] + [run]}
-    todo = [u for u in plan_units(settings_["budgets"], settings_["n_values"],
-                                  settings_["blocks"]) if unit_key(u) not in units_done]
-    say(f"sweep {size}: {len(units_done)} units kept, {len(todo)} to run on "
+    grid = plan_units(settings_["budgets"], settings_["n_values"], settings_["blocks"])
+    todo = [u for u in grid if unit_key(u) not in units_done]
+    say(f"sweep {size}: {len(grid) - len(todo)} units kept, {len(todo)} to run on "
         f"{ctx.world_size} rank(s)")
     start, every = time.perf_counter(), max(1, len(todo) // (20 * ctx.world_size))
     saved = None
@@ -351,7 +352,7 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
                 say(f"  {r0 + len(batch)}/{len(todo)} units, {run['wall_s']:.0f} s")
     except KeyboardInterrupt as exc:
         if out is not None and saved is None:  # nothing written yet: kept units only
-            saved = len(units_done) if resume else 0
+            saved = len(kept[0])  # the file as it was (empty without resume)
         exc.saved = saved
         raise
     report["summary"] = summarise(report)

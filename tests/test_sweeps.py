@@ -135,6 +135,10 @@ def test_resume_keeps_units_and_extends_the_grid(tmp_path):
                             log=None)
     assert more["runs"][-1]["units_run"] == 4  # one new block at 2 budgets x 2 sizes
     assert all(more["units"][k] == v for k, v in first["units"].items())
+    fewer = sweeps.run_sweep("tiny", out=out, resume=True, overrides={"blocks": 1},
+                             log=None)  # a smaller grid: nothing run, nothing lost
+    assert fewer["runs"][-1]["units_run"] == 0 and fewer["units"] == more["units"]
+    assert json.loads(out.read_text())["units"] == more["units"]
     before = out.read_bytes()
     with pytest.raises(sweeps.ResumeRefused, match=r"--seed 20260521 .* --seed 3"):
         sweeps.run_sweep("tiny", out=out, resume=True, seed=3, log=None)
