@@ -196,6 +196,11 @@ CJK_FONTS = r"""
 \setCJKsansfont{Noto Sans CJK SC}
 \setCJKmonofont{Noto Sans Mono CJK SC}
 """
+# LaTeX's own headings in Chinese (set after the language package's English captions)
+CJK_CAPTIONS = r"""
+\usepackage{etoolbox}
+\AfterEndPreamble{\renewcommand{\contentsname}{目录}\renewcommand{\bibname}{参考文献}}
+"""
 
 
 def build_pdf(outdir: Path, pdf: Path, english_output_root: Path = ROOT) -> int:
@@ -212,7 +217,9 @@ def build_pdf(outdir: Path, pdf: Path, english_output_root: Path = ROOT) -> int:
         "language": LANGUAGE,
         "gettext_allow_fuzzy_translations": False,
         "latex_engine": "xelatex",
-        "latex_elements": {"preamble": CJK_FONTS},
+        # no index: makeindex splits the UTF-8 of a Chinese term's first character
+        # (its group headings printed as "�"); the glossary page lists the terms
+        "latex_elements": {"preamble": CJK_FONTS + CJK_CAPTIONS, "printindex": ""},
     }
     # Jupyter Book sets the title page's title from _config.yml after Sphinx starts (over
     # any override); give it the translated one there
