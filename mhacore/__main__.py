@@ -86,16 +86,6 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def _seed_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {value}")
-    return value
-
-
 def _int_at_least(minimum: int):
     """An argparse type: an integer >= ``minimum`` (the message names the value)."""
     def parse(text: str) -> int:
@@ -109,6 +99,9 @@ def _int_at_least(minimum: int):
         return value
     parse.__name__ = f"integer >= {minimum}"
     return parse
+
+
+_seed_arg = _int_at_least(0)
 
 
 def _before_work(parser, out: Path | None) -> None:

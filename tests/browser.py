@@ -307,6 +307,16 @@ def print_to_pdf(url: str, pdf: Path, timeout: float = 120.0) -> Path:
     return pdf
 
 
+def visit_site(root: Path, folder: str = "") -> dict:
+    """``{page: PageVisit}`` for every page of the site in ``root / folder``, served from
+    ``root`` (so links to the other edition resolve) and loaded in Chromium."""
+    pages = site_pages(root / folder)
+    prefix = f"{folder}/" if folder else ""
+    with serve(root) as base:
+        result = crawl([f"{base}/{prefix}{page}" for page in pages])
+    return dict(zip(pages, result))
+
+
 # --- links over the built HTML (no browser needed) ----------------------------------------
 
 def site_pages(html: Path) -> list[str]:

@@ -5,7 +5,7 @@ checked over the built HTML (no browser needed for that part)."""
 import pytest
 
 from browser import (broken_links, chromium_path, crawl, non_loopback, print_to_pdf, serve,
-                     site_pages)
+                     site_pages, visit_site)
 
 needs_chromium = pytest.mark.skipif(
     chromium_path() is None, reason="Chromium is not installed (Debian package: chromium)")
@@ -15,10 +15,7 @@ needs_chromium = pytest.mark.skipif(
 def visits(html_dir):
     if chromium_path() is None:
         pytest.skip("Chromium is not installed (Debian package: chromium)")
-    pages = site_pages(html_dir)
-    with serve(html_dir) as base:
-        result = crawl([f"{base}/{page}" for page in pages])
-    return {page: visit for page, visit in zip(pages, result)}
+    return visit_site(html_dir)
 
 
 @needs_chromium

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from browser import (broken_links, chromium_path, crawl, non_loopback, platform_fonts,
-                     search_results, serve, site_pages)
+from browser import (broken_links, chromium_path, non_loopback, platform_fonts, search_results,
+                     serve, site_pages, visit_site)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -286,10 +286,7 @@ def zh_visits(editions, zh_html):
     if chromium_path() is None:
         pytest.skip("Chromium is not installed (Debian package: chromium)")
     _, site = editions
-    pages = site_pages(zh_html)
-    with serve(site) as base:
-        result = crawl([f"{base}/zh/{page}" for page in pages])
-    return {page: visit for page, visit in zip(pages, result)}
+    return visit_site(site, "zh")
 
 
 @needs_chromium
@@ -326,20 +323,15 @@ def test_chinese_is_drawn_with_a_cjk_font(editions):
 
 
 @needs_chromium
-def test_search_finds_a_chinese_word(editions):
+@pytest.mark.parametrize("word, page", [
+    ("带宽", "01-nadaraya-watson"),  # a Chinese word is found
+    ("多头注意力", "book/index"),  # a glossary term is one search word (jieba has them)
+])
+def test_search_finds_chinese_words_and_keeps_glossary_terms_whole(editions, word, page):
     _, site = editions
     with serve(site) as base:
-        hits = search_results(f"{base}/zh/search.html?q=带宽")
-    assert any("01-nadaraya-watson" in hit for hit in hits), hits
-
-
-@needs_chromium
-def test_search_keeps_glossary_terms_whole(editions):
-    """A glossary term is one search word (jieba is given the glossary's words)."""
-    _, site = editions
-    with serve(site) as base:
-        hits = search_results(f"{base}/zh/search.html?q=多头注意力")
-    assert any("book/index" in hit for hit in hits), hits
+        hits = search_results(f"{base}/zh/search.html?q={word}")
+    assert any(page in hit for hit in hits), hits
 
 
 def test_a_changed_english_message_becomes_fuzzy_and_shows_in_english(tmp_path):
