@@ -16,6 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 import pdf_structure  # noqa: E402  (the PDF's structure: which pages it leaves out)
 
+import debian_packages as debian  # noqa: E402  (is each Debian package the build opens listed?)
+
 from mhacore.reader import KIND_NAMES, chapter_numbers, page_title, read_book, toc_pages
 
 needs_tex = pytest.mark.skipif(
@@ -142,3 +144,21 @@ def test_chapters_figures_equations_and_theorems_numbered_as_on_the_site(pdf, ht
             assert f'caption-number">{name} ' in page and name in flat, label
         checked += 1
     assert checked >= 40, checked
+
+
+needs_dpkg = pytest.mark.skipif(not debian.have_dpkg(), reason="needs Debian's dpkg")
+
+
+@needs_tex
+@needs_dpkg
+def test_every_debian_package_the_pdf_uses_is_listed(pdf, tmp_path):
+    """A new machine gets the packages of .ci/debian-packages.txt and their
+    dependencies: every file the build opened must come from one of them. Leaving a
+    needed package out of the list is caught (fonts-freefont-otf holds the FreeFont
+    the text is set in; no listed package depends on it)."""
+    path = pdf[0]
+    files = debian.pdf_build_files(path, path.parent)
+    assert not debian.unlisted(files, allowed_dirs=[path.parent])
+    shorter = debian.without("fonts-freefont-otf", tmp_path)
+    problems = debian.unlisted(files, allowed_dirs=[path.parent], package_list=shorter)
+    assert any(p.startswith("fonts-freefont-otf ") for p in problems), problems

@@ -23,6 +23,7 @@ from browser import (broken_links, chromium_path, non_loopback, platform_fonts, 
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import debian_packages as debian  # noqa: E402  (is each Debian package the build opens listed?)
 from language_switch import counterpart_href  # noqa: E402
 from translations import glue_from_page, has_prose  # noqa: E402
 
@@ -439,3 +440,44 @@ def test_zh_pdf_has_every_chinese_title_every_font_embedded_and_chinese_pages(zh
     cjk, words = len(CJK.findall(text)), len(re.findall(r"[A-Za-z]+", text))
     assert cjk > 2 * words, (cjk, words)
     print(f"book-zh.pdf: {len(pages) - 1} pages")
+
+
+@needs_tex_cjk
+@pytest.mark.skipif(not debian.have_dpkg(), reason="needs Debian's dpkg")
+def test_every_debian_package_the_chinese_pdf_uses_is_listed(zh_pdf, tmp_path):
+    """Every file the Chinese PDF's TeX runs opened, and every font it embeds, comes
+    from a package of .ci/debian-packages.txt or one they depend on. Without
+    texlive-lang-chinese (its ctexhook.sty, which xeCJK loads) the check says so: that
+    package was missing once, and the PDF then built only where it was installed by
+    hand."""
+    path, _ = zh_pdf
+    latex = path.parent / "latex"
+    files = debian.pdf_build_files(path, latex)
+    assert not debian.unlisted(files, allowed_dirs=[latex])
+    problems = debian.unlisted(files, allowed_dirs=[latex],
+                               package_list=debian.without("texlive-lang-chinese", tmp_path))
+    assert any(p.startswith("texlive-lang-chinese ") and "ctexhook.sty" in p
+               for p in problems), problems
+
+
+@needs_chromium
+@pytest.mark.skipif(not debian.have_dpkg(), reason="needs Debian's dpkg")
+def test_every_debian_package_the_browser_uses_is_listed(editions, tmp_path):
+    """Chromium, and every font it draws the English and Chinese pages with (headings,
+    prose, code), come from listed packages or their dependencies; without
+    fonts-noto-cjk the Chinese text's font is named."""
+    _, site = editions
+    selectors = ("article.bd-article h1", "article.bd-article p", "article.bd-article pre")
+    families = set()
+    with serve(site) as base:
+        for page in ("book/01-nadaraya-watson.html", "zh/book/01-nadaraya-watson.html"):
+            for selector in selectors:
+                families |= {f["familyName"] for f in platform_fonts(f"{base}/{page}",
+                                                                     selector)}
+    fonts = debian.font_files(families)
+    assert any("CJK" in family for family in fonts), families
+    exe = shutil.which(chromium_path())
+    files = {exe, os.path.realpath(exe), *fonts.values()}
+    assert not debian.unlisted(files)
+    problems = debian.unlisted(files, package_list=debian.without("fonts-noto-cjk", tmp_path))
+    assert any(p.startswith("fonts-noto-cjk ") for p in problems), problems
