@@ -1,13 +1,17 @@
 """mhacore: multi-head attention as an ensemble of Nadaraya–Watson estimators.
 
-The companion package of the book; notation and claims (C0–C7) follow ``MATH.md``.
-Data flow: ``nw`` (C0) → ``attention`` (C1) → ``diversity`` (C3) and ``decomposition`` (C2)
-→ ``montecarlo`` → the theorem-specific models ``weighting`` (C6) and ``colony`` (C7).
+The companion package of the book; notation and claims (C0–C7) follow ``MATH.md``. It has
+two wings. The science, in this folder, is what the chapters import; data flows one way:
+``nw`` (C0) → ``attention`` (C1) → ``diversity`` (C3) and ``decomposition`` (C2) →
+``montecarlo`` → the theorem-specific models ``optimize``, ``weighting`` (C6) and ``colony``
+(C7) → ``theorems`` (the registered checks) → ``sweeps``. The editions, in
+:mod:`mhacore.editions`, turn the book into reader, student, instructor and nbgrader
+notebooks, an answer key and slides; they import the science, never the other way round.
 """
 
-__version__ = "0.1.0"
-
 import importlib
+
+from ._version import __version__
 
 # The public names and the module that defines each. They are imported on first use, so
 # ``python -m mhacore doctor`` can run, and report a missing torch or numpy, in an

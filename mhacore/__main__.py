@@ -4,7 +4,7 @@
 settings, and exits with status 1 when a required package is missing.
 
 ``teach`` generates student notebooks (solutions removed) or an instructor pack; see
-:mod:`mhacore.teach`.
+:mod:`mhacore.editions.teach`.
 
 ``check`` runs the registered theorem checks (:mod:`mhacore.theorems`) at a chosen scale
 and device and writes a JSON report with provenance.  With ``--out`` the report is
@@ -42,7 +42,7 @@ def doctor(required: dict[str, str] = REQUIRED, optional: dict[str, str] = OPTIO
            stream=None) -> int:
     """Print the environment report; return 0 when every required package is present."""
     stream = sys.stdout if stream is None else stream
-    from . import __version__
+    from ._version import __version__
     import platform
 
     print(f"mhacore {__version__} on Python {platform.python_version()} ({platform.machine()})",
@@ -145,7 +145,7 @@ def _device_arg(text: str) -> str:
 
 def _check_out(parser, out: Path | None) -> None:
     """Fail with a usage error, before any work, when ``--out`` cannot be written."""
-    from ._outdir import out_problem
+    from ._report import out_problem
 
     problem = None if out is None else out_problem(out)
     if problem:
@@ -199,8 +199,8 @@ def _kept_results(path: Path, report: dict) -> list[dict]:
 
 
 def _write(out: Path, report: dict) -> None:
-    """Write the report atomically (:func:`mhacore._outdir.write_json_atomic`)."""
-    from ._outdir import write_json_atomic
+    """Write the report atomically (:func:`mhacore._report.write_json_atomic`)."""
+    from ._report import write_json_atomic
 
     write_json_atomic(out, report, indent=2)
 
@@ -426,7 +426,7 @@ def _doctor(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    from .teach import main as teach
+    from .editions.teach import main as teach
 
     commands = {"doctor": _doctor, "check": check, "teach": teach,
                 "sweep": sweep}

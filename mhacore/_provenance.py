@@ -65,7 +65,7 @@ def device_info() -> dict:
 
 def provenance(command: list[str] | None = None) -> dict:
     """A record to store beside any result: date, machine, versions, devices, command."""
-    from . import __version__
+    from ._version import __version__
 
     return {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -14,7 +14,7 @@ import torch
 
 from ._validation import check_int
 
-__all__ = ["as_generator", "spawn", "torch_generator"]
+__all__ = ["as_generator", "spawn", "replicate_rng", "torch_generator"]
 
 
 def as_generator(rng=None) -> np.random.Generator:
@@ -100,3 +100,21 @@ def torch_generator(rng=None, device="cpu") -> torch.Generator:
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     return generator
+
+
+def replicate_rng(seed: int, *index: int) -> np.random.Generator:
+    """Generator of replicate ``index`` from ``seed`` alone (no rank, no world size).
+
+    Equal to the child reached by ``SeedSequence(seed).spawn`` along ``index``: child
+    ``r`` of ``spawn(R)`` for one index, its child ``s`` for ``(r, s)``, and so on.
+
+    Examples
+    --------
+    >>> kid = np.random.default_rng(np.random.SeedSequence(5).spawn(4)[3])
+    >>> bool(replicate_rng(5, 3).random() == kid.random())
+    True
+    """
+    seed = check_int(seed, "seed", minimum=0)
+    for i in index:
+        check_int(i, "index", minimum=0)
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=tuple(index)))

@@ -72,6 +72,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ._rng import replicate_rng  # the seed streams live in _rng; named here for the checks
 from ._validation import check_int
 
 __all__ = ["Context", "RankError", "setup", "teardown", "rank", "world_size", "active",
@@ -237,24 +238,6 @@ def shard(n: int, rank_: int | None = None, world: int | None = None) -> range:
     if rank_ >= world:
         raise ValueError(f"rank_ must be < world = {world}; got {rank_}")
     return range(rank_, n, world)
-
-
-def replicate_rng(seed: int, *index: int) -> np.random.Generator:
-    """Generator of replicate ``index`` from ``seed`` alone (no rank, no world size).
-
-    Equal to the child reached by ``SeedSequence(seed).spawn`` along ``index``: child
-    ``r`` of ``spawn(R)`` for one index, its child ``s`` for ``(r, s)``, and so on.
-
-    Examples
-    --------
-    >>> kid = np.random.default_rng(np.random.SeedSequence(5).spawn(4)[3])
-    >>> bool(replicate_rng(5, 3).random() == kid.random())
-    True
-    """
-    seed = check_int(seed, "seed", minimum=0)
-    for i in index:
-        check_int(i, "index", minimum=0)
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=tuple(index)))
 
 
 def all_gather(obj) -> list:

@@ -74,6 +74,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from ._expansion import GAUSSIAN_LOGIT_TOL, GAUSSIAN_LOGIT_TOL32, _expansion_is_accurate  # noqa: F401
 from ._validation import as_tensors, check_int, check_positive, restore
 
 __all__ = ["nw_weights", "nw_estimate"]
@@ -82,10 +83,6 @@ KERNELS = ("softmax", "gaussian")
 DENSE_LIMIT_BYTES = 8 * 2**20  # below this the materialising path is as fast
 KEY_BLOCK = 1024  # keys per block of the online log-sum-exp
 BLOCK_ELEMENTS = 2**22  # logits per block (16 MiB in float32)
-GAUSSIAN_LOGIT_TOL = 1e-8  # largest tolerated rounding error of a Gaussian logit (float64 expansion)
-# float32 expansion (CUDA): a logit error δ moves an estimate by at most (e^{2δ} − 1)·max|v|, so
-# δ ≤ 2e-6 keeps it within 4e-6 relative, inside float32's 1e-5 target with room for the rest
-GAUSSIAN_LOGIT_TOL32 = 2e-6
 CPU_FLOAT32_WIDTH = 16  # float32 widths 2..15 are zero-padded to this on the CPU (measured faster)
 
 
@@ -518,19 +515,6 @@ def _fused_gaussian(queries, keys, values, batch, scale):
     q_aug = torch.cat([q * (2 * scale), q.new_full((*q.shape[:-1], 1), -scale)], dim=-1)  # (..., m, d+1)
     k_aug = torch.cat([k, k_sq], dim=-1)  # (..., n, d+1)
     return _fused(q_aug, k_aug, values, batch, 1.0)
-
-
-def _expansion_is_accurate(max_q_sq, max_k_sq, scale: float, d: int, dtype=torch.float64) -> bool:
-    """Whether logits from ``‖q̃‖² − 2⟨q̃,k̃⟩ + ‖k̃‖²`` computed in ``dtype`` are accurate enough.
-
-    Rounding of a length-``d`` dot product and of the sums around it: at most about
-    ``(2d + 16)·eps·scale·(max‖q̃‖² + max‖k̃‖²)`` with ``eps`` of ``dtype``; tolerated up to
-    GAUSSIAN_LOGIT_TOL in float64 and GAUSSIAN_LOGIT_TOL32 in float32 (a worst-case bound:
-    typical errors are far smaller, so it refuses some inputs the expansion would handle).
-    """
-    tolerance = GAUSSIAN_LOGIT_TOL32 if dtype == torch.float32 else GAUSSIAN_LOGIT_TOL
-    eps = float(torch.finfo(dtype).eps)
-    return (2 * d + 16) * eps * scale * float(torch.as_tensor(max_q_sq + max_k_sq).detach()) <= tolerance
 
 
 def _gaussian_fusable(device_type: str, dtype: torch.dtype) -> bool:

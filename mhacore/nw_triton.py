@@ -15,7 +15,7 @@ Logits, in base 2 (``exp(x) = 2^(x·log₂e)``, the factor folded into the queri
 * softmax: ``scale·⟨q, k⟩`` with ``scale = 1/temperature``;
 * Gaussian, centred form: on data centred at the keys' mean,
   ``2s·⟨q̃, k̃⟩ − s·‖k̃‖²`` (``s = 1/(2·bandwidth²)``; the per-query ``−s‖q̃‖²`` cancels in
-  the softmax). Used only when the rounding bound of :func:`mhacore.nw._expansion_is_accurate`
+  the softmax). Used only when the rounding bound of :func:`mhacore._expansion._expansion_is_accurate`
   holds in the inputs' dtype (``(2d + 16)·eps·s·(max‖q̃‖² + max‖k̃‖²)`` at most 2e-6 in
   float32, 1e-8 in float64);
 * Gaussian, direct form otherwise: ``−s·log₂e·Σ_j (q_j − k_j)²`` on the raw data, one
@@ -37,7 +37,7 @@ import math
 
 import torch
 
-from .nw import _expansion_is_accurate
+from ._expansion import _expansion_is_accurate
 
 try:
     import triton

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from pathlib import Path
 
@@ -179,7 +178,7 @@ def unit_key(unit) -> str:
 
 
 def _write_atomic(path: Path, report: dict) -> None:
-    from ._outdir import write_json_atomic  # fresh temporary name: no user file is touched
+    from ._report import write_json_atomic  # fresh temporary name: no user file is touched
 
     write_json_atomic(path, report, indent=1)
 
@@ -307,7 +306,7 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
         raise ValueError("resume=True needs out (the report to resume)")
     out = None if out is None else Path(out)
     if out is not None:
-        from ._outdir import out_problem
+        from ._report import out_problem
 
         problem = out_problem(out)
         if problem:

@@ -63,9 +63,16 @@ def _installed() -> tuple[dict[str, list[list[str]]], dict[str, set[str]]]:
 
 def closure(packages: set[str]) -> set[str]:
     """The installed packages that installing ``packages`` pulls in: the packages
-    themselves and, recursively, what they depend on (every installed alternative of a
-    group, and the installed providers of a virtual package)."""
+    themselves and, recursively, what they depend on. Of a group of alternatives
+    (``a | b``) only one is needed: one already pulled in, or else the first that is
+    installed, as apt picks it (a virtual name counts through its installed providers).
+    Counting every installed alternative would hide a missing package: fontconfig-config
+    accepts any of ten font packages."""
     depends, provides = _installed()
+
+    def candidates(name):
+        return ([name] if name in depends else []) + sorted(provides.get(name, ()))
+
     seen, todo = set(), list(packages)
     while todo:
         name = todo.pop()
@@ -73,9 +80,9 @@ def closure(packages: set[str]) -> set[str]:
             continue
         seen.add(name)
         for group in depends.get(name, []):
-            for alt in group:
-                todo.extend(p for p in ({alt} if alt in depends else set())
-                            | provides.get(alt, set()) if p not in seen)
+            options = [c for alt in group for c in candidates(alt)]
+            if options and not any(c in seen or c in packages for c in options):
+                todo.append(options[0])
     return seen
 
 
@@ -178,13 +185,14 @@ def unlisted(files, *, allowed_dirs=(), package_list: Path = PACKAGE_LIST) -> li
     owned = owners(files)
     allowed = tuple(str(Path(d).resolve()) + os.sep for d in allowed_dirs) + GENERATED
     covered = closure(listed_packages(package_list))
-    problems = {}
+    orphans, missing = [], {}
     for path, package in sorted(owned.items()):
         if package is None:
-            if not os.path.realpath(path).startswith(allowed) and not path.startswith(allowed):
-                problems.setdefault(f"no Debian package owns {path}", None)
+            if not (path.startswith(allowed) or os.path.realpath(path).startswith(allowed)):
+                orphans.append(f"no Debian package owns {path}")
         elif package not in covered:
-            problems.setdefault(
-                f"{package} (for {path}) is not in {package_list.name} nor a dependency "
-                "of a package listed there", None)
-    return list(problems)
+            missing.setdefault(package, []).append(path)
+    return orphans + [
+        f"{package} (for {len(paths)} file(s), e.g. {paths[0]}) is not in "
+        f"{Path(package_list).name} nor a dependency of a package listed there"
+        for package, paths in sorted(missing.items())]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mhacore.teach import generate, main
+from mhacore.editions.teach import generate, main
 
 MARKER = ".mhacore-teach"  # the marker file teach leaves in folders it wrote
 
@@ -48,7 +48,7 @@ def book(tmp_path):
 
 
 def test_new_folder_is_written_with_a_marker(book, tmp_path):
-    from mhacore import _outdir
+    from mhacore.editions import outdir as _outdir
 
     assert _outdir.MARKER == MARKER
     out = generate("student", tmp_path / "new", book)

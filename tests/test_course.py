@@ -17,7 +17,7 @@ from exercise_titles import link_text  # noqa: E402
 from exec_time import FillExecTime, exec_time_role, run_time_text  # noqa: E402
 
 from mhacore.exercises import EXERCISES  # noqa: E402
-from mhacore.teach import chapter_sources  # noqa: E402
+from mhacore.editions.reader import chapter_sources  # noqa: E402
 
 COURSE = ROOT / "book" / "course.md"
 EXERCISE_TITLE = re.compile(r"^`{3,}\{exercise\} (.*)$", re.M)
@@ -140,7 +140,7 @@ def test_make_lab_opens_the_student_notebooks_not_the_chapters():
 
 @pytest.fixture(scope="module")
 def instructor_pack(tmp_path_factory):
-    from mhacore.teach import generate
+    from mhacore.editions.teach import generate
 
     return generate("instructor", tmp_path_factory.mktemp("pack"), ROOT)
 
@@ -227,7 +227,7 @@ def _assert_slides_read_cleanly(name, page):
     MAX_WORDS words of text."""
     from bs4 import BeautifulSoup
 
-    from mhacore.slides import MAX_WORDS, word_count
+    from mhacore.editions.slides import MAX_WORDS, word_count
 
     soup = BeautifulSoup(page, "html.parser")
     text = " ".join(soup.get_text(" ").split())
@@ -339,8 +339,8 @@ def _executed_chapter():
 
 
 def test_session_deck_keeps_sections_figures_and_no_solutions():
-    from mhacore.reader import Book, Target
-    from mhacore.slides import MAX_WORDS, session_notebook, word_count
+    from mhacore.editions.reader import Book, Target
+    from mhacore.editions.slides import MAX_WORDS, session_notebook, word_count
 
     chapter, glued = _executed_chapter()
     book = Book(labels={"thm-a": Target("prf:theorem", "3.1", "03-x", "A"),
@@ -375,8 +375,8 @@ def test_session_deck_keeps_sections_figures_and_no_solutions():
 
 
 def test_teach_nbgrader_command_writes_one_assignment_per_week(tmp_path):
-    from mhacore.grading import WEEKS
-    from mhacore.teach import main
+    from mhacore.editions.grading import WEEKS
+    from mhacore.editions.teach import main
 
     assert main(["nbgrader", "--out", str(tmp_path / "course")]) == 0
     weeks = sorted(p.name for p in (tmp_path / "course" / "source").iterdir())

@@ -13,9 +13,9 @@ import nbformat
 import pytest
 
 from mhacore.exercises import EXERCISES
-from mhacore.grading import WEEKS, assignment_notebook, write_course
-from mhacore.reader import read_book
-from mhacore.teach import chapter_sources
+from mhacore.editions.grading import WEEKS, assignment_notebook, write_course
+from mhacore.editions.reader import read_book
+from mhacore.editions.reader import chapter_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "02-one-head-is-nw"
@@ -55,7 +55,7 @@ def test_a_hidden_test_gives_a_point_only_to_one_right_number(answer, points):
     """The hidden test of ex-1-2 run as nbgrader runs it: a list holding the right number
     earns nothing, and no answer makes the test cell fail with anything but an
     AssertionError (which nbgrader scores 0)."""
-    from mhacore.grading import hidden_test_cell
+    from mhacore.editions.grading import hidden_test_cell
 
     namespace = {"answer": answer}
     try:

@@ -18,7 +18,7 @@ import pdf_structure  # noqa: E402  (the PDF's structure: which pages it leaves 
 
 import debian_packages as debian  # noqa: E402  (is each Debian package the build opens listed?)
 
-from mhacore.reader import KIND_NAMES, chapter_numbers, page_title, read_book, toc_pages
+from mhacore.editions.reader import KIND_NAMES, chapter_numbers, page_title, read_book, toc_pages
 
 needs_tex = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("xelatex", "latexmk", "pdfinfo", "pdftotext",
@@ -110,7 +110,7 @@ def test_chapters_figures_equations_and_theorems_numbered_as_on_the_site(pdf, ht
     """One numbering in every edition: the PDF's chapters are the site's (front matter and
     appendices unnumbered, no empty chapter for the site's Bibliography page), and each label's number in the
     PDF (LaTeX's .aux, or the theorem's printed title) and on the site equals the reader
-    notebooks' (mhacore.reader)."""
+    notebooks' (mhacore.editions.reader)."""
     path, text, _ = pdf
     root = book_tools[0]
     latex = path.parent

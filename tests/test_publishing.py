@@ -114,7 +114,7 @@ def test_every_page_carries_version_commit_and_date(strict_build):
 
     proc, html = strict_build
     assert proc.returncode == 0
-    from mhacore.reader import toc_pages
+    from mhacore.editions.reader import toc_pages
 
     pages = [html / p.relative_to(ROOT).with_suffix(".html") for p in toc_pages(ROOT)]
     stamp = re.compile(rf"mhacore {re.escape(__version__)} · commit \w+\+? · built "

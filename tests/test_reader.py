@@ -11,10 +11,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from mhacore._references import read_references
-from mhacore.reader import (Book, chapter_numbers, cite, edition_notebook, page_labels,
+from mhacore.editions.references import read_references
+from mhacore.editions.reader import (Book, chapter_numbers, cite, edition_notebook, page_labels,
                             plain_markdown, read_book, reader_notebooks)
-from mhacore.teach import STUB, chapter_sources, generate
+from mhacore.editions.common import STUB
+from mhacore.editions.reader import chapter_sources
+from mhacore.editions.teach import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 LEFTOVER_MYST = re.compile(r"\{glue|:::\{|```\{|\{numref\}|\{cite|\{prf:|\{ref\}|\{doc\}|\{eq\}"

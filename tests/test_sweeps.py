@@ -356,7 +356,7 @@ def test_sigterm_of_a_plain_sweep_ends_like_ctrl_c(monkeypatch, tmp_path, capsys
 def test_reports_get_the_usual_permissions(tmp_path):
     import os
 
-    from mhacore._outdir import write_json_atomic
+    from mhacore._report import write_json_atomic
 
     mask = os.umask(0o027)
     try:

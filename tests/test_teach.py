@@ -1,5 +1,5 @@
 """Student and instructor notebooks: no solution text, still executable, in sync, with the
-site's numbers and author–year citations (the one converter, mhacore.reader)."""
+site's numbers and author–year citations (the one converter, mhacore.editions.reader)."""
 
 import json
 import re
@@ -12,10 +12,10 @@ import jupytext
 import nbformat
 import pytest
 
-from mhacore._references import escape_markdown
-from mhacore.reader import READER_KEY, cite, plain_markdown, read_book
-from mhacore.teach import (GLUE_CELL_KEY, GLUE_IMPORT, INSTRUCTOR_TAG, STUB, chapter_sources,
-                           generate)
+from mhacore.editions.common import GLUE_CELL_KEY, GLUE_IMPORT, INSTRUCTOR_TAG, STUB
+from mhacore.editions.reader import READER_KEY, chapter_sources, cite, plain_markdown, read_book
+from mhacore.editions.references import escape_markdown
+from mhacore.editions.teach import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION_BLOCK = re.compile(r"^(`{3,}|:{3,})\{solution\}.*?^\1\s*$", re.S | re.M)

@@ -11,7 +11,7 @@ from pybtex.plugin import register_plugin
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
 
-from mhacore._references import author_year_label  # shared with the slides
+from mhacore.editions.references import author_year_label  # shared with the slides
 
 
 class AuthorYearLabelStyle(BaseLabelStyle):

@@ -17,7 +17,7 @@ environment variables at build time:
 
 It also writes the package version, the short commit and the build date into every
 page's footer and onto the PDF's title page, and makes the ``.ipynb`` download of each
-chapter the reader notebook of :mod:`mhacore.reader`.
+chapter the reader notebook of :mod:`mhacore.editions.reader`.
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ LATEX_PREAMBLE = "\n".join([
 """
 
 
-# Package modules that write editions and compute nothing a chapter shows.
-EDITION_MODULES = {"mhacore/reader.py", "mhacore/teach.py", "mhacore/_references.py"}
+# The package's editions wing writes editions and computes nothing a chapter shows.
+EDITIONS_WING = "mhacore/editions/"
 
 
 def code_fingerprint(root: Path) -> str:
@@ -70,7 +70,7 @@ def code_fingerprint(root: Path) -> str:
     digest = hashlib.sha256()
     files = sorted([*root.glob("mhacore/**/*.py"), *root.glob("reports/**/*"),
                     root / "requirements.txt"])
-    files = [p for p in files if p.relative_to(root).as_posix() not in EDITION_MODULES]
+    files = [p for p in files if not p.relative_to(root).as_posix().startswith(EDITIONS_WING)]
     for path in files:
         if path.is_file():
             digest.update(path.relative_to(root).as_posix().encode())
@@ -208,7 +208,7 @@ def _readers(app):
     if app.builder.format != "html" or not app.config.html_copy_source \
             or not theme.get("use_download_button", True):
         return  # an edition without downloads (the student site) gets none from here
-    from mhacore.reader import reader_notebooks
+    from mhacore.editions.reader import reader_notebooks
 
     root = Path(app.confdir)
     app.mhacore_readers = {f"book/{stem}": nb for stem, nb in reader_notebooks(root).items()}

@@ -14,7 +14,7 @@ extension
 from docutils import nodes
 from sphinx.transforms.post_transforms import SphinxPostTransform
 
-from mhacore._references import exercise_name as link_text  # shared with the pack
+from mhacore.editions.references import exercise_name as link_text  # shared with the pack
 
 
 def _label_exercises(app, doctree):

@@ -2,7 +2,7 @@
 
 The website numbers the eight chapters (the ``numbered: true`` parts of ``_toc.yml``) and,
 inside them, figures, equations and theorems as ``chapter.k`` (``Fig. 6.1``, ``(6.2)``,
-``Proposition 6.1``). The reader notebooks follow it (:func:`mhacore.reader.page_labels`).
+``Proposition 6.1``). The reader notebooks follow it (:func:`mhacore.editions.reader.page_labels`).
 Left alone, the LaTeX build would differ in three ways, each fixed here:
 
 - every page is a LaTeX chapter, so the three "Getting started" pages would be chapters

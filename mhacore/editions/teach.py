@@ -13,11 +13,11 @@ notebooks, with a note for readers; the site's ``.ipynb`` download of each chapt
 included), the answer key and the teaching plan. ``--zip`` packs any of them into a single
 archive named after the folder. ``teach`` writes only into a new or empty folder, or one it
 wrote before (a marker file says so), and refuses otherwise unless given ``--force`` (see
-:mod:`mhacore._outdir`).
+:mod:`mhacore.editions.outdir`).
 
 Every edition's Markdown is made plain by the one converter,
-:func:`mhacore.reader.plain_markdown`, from the book read once per run
-(:func:`mhacore.reader.read_book`): theorems, figures and equations by the numbers the
+:func:`mhacore.editions.reader.plain_markdown`, from the book read once per run
+(:func:`mhacore.editions.reader.read_book`): theorems, figures and equations by the numbers the
 site gives them ("Theorem 3.1", "Figure 6.2", "(6.1)"), citations author–year with a
 references cell at the end. The figures, equations and numbers a chapter passes to its
 text with myst-nb's ``glue`` show in the output of the cell that computes them (a cell
@@ -34,39 +34,9 @@ import re
 import sys
 from pathlib import Path
 
-from . import _outdir
-from .reader import Book, edition_notebook, plain_markdown, read_book, toc_pages
+from . import outdir as _outdir
+from .reader import Book, chapter_sources, edition_notebook, plain_markdown, read_book
 
-SOLUTION_TAG = "solution"
-INSTRUCTOR_TAG = "instructor-only"  # e.g. the hidden assert that the reference answer passes
-STUB = ("# Your turn: define what you need (e.g. symbols with sp.symbols), compute your\n"
-        "# answer, replace None with it, then run the self-check below.\n"
-        "answer = None")
-# Inline glue roles, {glue:text}`key:fmt` etc.: group 1 is the key, group 2 the format.
-_GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`:]*)(?::([^`]*))?`")
-GLUE_IMPORT = "from myst_nb import glue"
-GLUE_CELL_KEY = "mhacore_glue"  # metadata flag of the added cell
-GLUE_CELL = '''\
-# Notebook edition: in the book, glue() hands a figure, equation or number to the text,
-# which shows it there. A notebook cannot, so here glue() shows it in the output of the
-# cell that calls it (numbers as `key = value`, the key being how the text names them).
-import numbers as _numbers
-
-import IPython.display as _ipd
-
-# The formats the text gives glued numbers.
-_GLUE_FORMATS = {formats}
-
-
-def glue(name, variable, display=True):
-    if isinstance(variable, (str, _numbers.Number)):
-        try:
-            variable = format(variable, _GLUE_FORMATS.get(name, ""))
-        except (TypeError, ValueError):
-            pass
-        print(f"{{name}} = {{variable}}")
-    else:
-        _ipd.display(variable)'''
 # {exec-time}`this`: a page's run time, filled in by the site's build (book/_ext/exec_time.py)
 _EXEC_TIME = re.compile(r"\{exec-time\}`[^`]*`")
 TEACHING_PLAN = "book/course.md"
@@ -78,7 +48,7 @@ SLIDES_IN_SITE = "`slides/{}` of the built site (`make book` writes it into `_bu
 
 def plan_markdown(plan: str, book: Book) -> str:
     """The course page as the instructor pack's ``teaching-plan.md`` (Markdown made plain
-    by :func:`mhacore.reader.plain_markdown`): chapters linked to their notebooks in the
+    by :func:`mhacore.editions.reader.plain_markdown`): chapters linked to their notebooks in the
     pack by their titles, exercises as "Exercise 1.1 (title)", each slide link pointing
     into the built site (the pack holds no slides), and the run-time lines dropped (they
     are measured by the site's build, which the pack does not run).
@@ -94,45 +64,6 @@ def plan_markdown(plan: str, book: Book) -> str:
     return plain_markdown(text, book, Path(TEACHING_PLAN).stem)
 
 
-def show_glued(notebook):
-    """``notebook`` (nbformat, changed in place and returned) with a cell, right after the
-    one that imports ``glue`` from myst_nb, defining ``glue`` to display what it glues; the
-    import itself is dropped, so the edition runs without myst_nb.
-
-    In a plain notebook the book's ``glue(key, value, display=False)`` shows nothing and
-    the text's ``{glue:...}`` roles and directives cannot fetch it; with this cell every
-    glued figure and equation appears in the output of the cell that computes it, and every
-    glued number is printed there as ``key = value``, in the format the text gives it.
-    Call it before the markdown is made plain (the formats are read from the roles).
-    """
-    import pprint
-
-    import nbformat
-
-    at = next((i for i, c in enumerate(notebook.cells)
-               if c.cell_type == "code" and GLUE_IMPORT in c.source), None)
-    if at is None:
-        return notebook
-    formats = {m.group(1).strip(): m.group(2) for c in notebook.cells
-               if c.cell_type == "markdown" for m in _GLUE_ROLE.finditer(c.source)
-               if m.group(2)}
-    # the added cell defines glue(), so the edition never needs myst_nb (a reader's plain
-    # Python has none)
-    source = notebook.cells[at].source
-    notebook.cells[at].source = "\n".join(
-        line for line in source.split("\n") if line.strip() != GLUE_IMPORT)
-    cell = nbformat.v4.new_code_cell(GLUE_CELL.format(formats=pprint.pformat(formats, width=88)))
-    cell.metadata[GLUE_CELL_KEY] = True
-    notebook.cells.insert(at + 1, cell)
-    return notebook
-
-
-def chapter_sources(book_root: Path) -> list[Path]:
-    """The numbered executable chapters (``book/NN-slug.md``) of ``_toc.yml``, in order."""
-    return [p for p in toc_pages(book_root) if re.match(r"\d\d-", p.name)
-            and "kernelspec:" in p.read_text("utf-8")[:3000]]
-
-
 def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool = False,
              force: bool = False) -> Path:
     """Write the reader, student or instructor notebooks into ``out``; return the folder
@@ -141,11 +72,11 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
     Parameters
     ----------
     kind : {"reader", "student", "instructor"}
-        The edition (:data:`mhacore.reader.EDITIONS`); the student and instructor ones
+        The edition (:data:`mhacore.editions.reader.EDITIONS`); the student and instructor ones
         come with a README, the instructor one with the answer key and teaching plan.
     out : Path
         The folder to write: new, empty, or one ``teach`` wrote before (see
-        :mod:`mhacore._outdir`); otherwise ``ValueError`` unless ``force``.
+        :mod:`mhacore.editions.outdir`); otherwise ``ValueError`` unless ``force``.
     book_root : Path
         The repository root holding ``_toc.yml`` and ``book/``.
     make_zip : bool
@@ -171,7 +102,7 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
         plan = (book_root / TEACHING_PLAN).read_text(encoding="utf-8")
         (out / "teaching-plan.md").write_text(plan_markdown(plan, book), encoding="utf-8")
     if kind == "instructor":
-        from mhacore.answer_key import write_answer_key
+        from .answer_key import write_answer_key
 
         write_answer_key(out, sources, book)
     if kind != "reader":
@@ -225,8 +156,8 @@ def _instructor_readme(sources: list[Path]) -> str:
 
 
 def _nbgrader_course(out: Path, book_root: Path, make_zip: bool, force: bool) -> Path:
-    """The nbgrader course folder (:mod:`mhacore.grading`), with the same folder safety."""
-    from mhacore.grading import write_course
+    """The nbgrader course folder (:mod:`mhacore.editions.grading`), with the same folder safety."""
+    from .grading import write_course
 
     target = _outdir.prepare(out, force=force, make_zip=make_zip)
     write_course(out, book_root)
@@ -237,7 +168,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m mhacore teach",
                                      description="Generate student or instructor notebooks.")
     parser.add_argument("kind", choices=["reader", "student", "instructor", "nbgrader"],
-                        help="nbgrader: a course folder for nbgrader (see mhacore.grading)")
+                        help="nbgrader: a course folder for nbgrader (see mhacore.editions.grading)")
     parser.add_argument("--out", type=Path, required=True, help="folder to write")
     parser.add_argument("--book", type=Path, default=Path("."), help="repository root")
     parser.add_argument("--zip", action="store_true",

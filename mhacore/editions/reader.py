@@ -10,7 +10,7 @@ MyST to the Markdown any notebook front end shows, with the numbers the website 
 - cross-references become their numbers (``Figure 6.2``, ``Theorem 6.1``, ``(6.3)``) or titles;
 - citations become author–year, and a references cell closes the notebook;
 - glued figures and equations are announced where the site shows them; the cell that
-  computes them displays them (:func:`mhacore.teach.show_glued`).
+  computes them displays them (:func:`mhacore.editions.teach.show_glued`).
 
 Every edition made from the chapters goes through it, with the :class:`Book` read once
 (:func:`read_book`): the reader, student, instructor and nbgrader notebooks
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import yaml
 
-from . import _references
-from ._references import escape_markdown, exercise_name
+from . import references as _references
+from .references import escape_markdown, exercise_name
 
 # Numbered directives and the word the site prints before their number.
 KIND_NAMES = {
@@ -475,7 +475,6 @@ def chapter_numbers(book_root: Path) -> dict[str, int]:
 
 def read_book(book_root: Path) -> Book:
     """Labels, titles and references of the whole book at ``book_root``."""
-    from .teach import chapter_sources
 
     book_root = Path(book_root)
     book = Book(notebooks={p.stem for p in chapter_sources(book_root)})
@@ -496,17 +495,17 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
     """The chapter at ``source`` as a plain notebook of ``edition`` (nbformat).
 
     Markdown made plain (:func:`plain_markdown`) and glued values shown where they are
-    computed (:func:`mhacore.teach.show_glued`), in every edition; a references cell at
+    computed (:func:`mhacore.editions.teach.show_glued`), in every edition; a references cell at
     the end. What else each keeps is :data:`EDITIONS`: the instructor edition keeps the
     written solutions, the instructor-only cells and the answer cells' code; the nbgrader
     edition only the answer cells' code (still tagged ``solution``, for
-    :mod:`mhacore.grading`); the reader and student editions replace each answer cell by an
+    :mod:`mhacore.editions.grading`); the reader and student editions replace each answer cell by an
     empty ``answer = None`` cell and open with a note on how to use the notebook.
     """
     import jupytext
     import nbformat
 
-    from .teach import INSTRUCTOR_TAG, SOLUTION_TAG, STUB, show_glued
+    from .common import INSTRUCTOR_TAG, SOLUTION_TAG, STUB, show_glued
 
     if edition not in EDITIONS:
         raise ValueError(f"edition must be one of {sorted(EDITIONS)}; got {edition!r}")
@@ -548,14 +547,19 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
 
 
 def _version() -> str:
-    from . import __version__
+    from .._version import __version__
 
     return __version__
 
 
 def reader_notebooks(book_root: Path, edition: str = "reader") -> dict:
     """``{chapter stem: notebook of edition}`` for every numbered chapter of the book."""
-    from .teach import chapter_sources
 
     book = read_book(book_root)
     return {s.stem: edition_notebook(s, book, edition) for s in chapter_sources(book_root)}
+
+
+def chapter_sources(book_root: Path) -> list[Path]:
+    """The numbered executable chapters (``book/NN-slug.md``) of ``_toc.yml``, in order."""
+    return [p for p in toc_pages(book_root) if re.match(r"\d\d-", p.name)
+            and "kernelspec:" in p.read_text("utf-8")[:3000]]

@@ -73,14 +73,14 @@ def hidden_test_cell(label: str):
 def assignment_notebook(source: Path, book):
     """The nbgrader source notebook of one chapter (nbformat).
 
-    The chapter's nbgrader edition (:func:`mhacore.reader.edition_notebook`: Markdown as
+    The chapter's nbgrader edition (:func:`mhacore.editions.reader.edition_notebook`: Markdown as
     in the student notebooks, with the numbers and citations of ``book``, a
-    :class:`mhacore.reader.Book`), with each answer cell an nbgrader solution cell and a
+    :class:`mhacore.editions.reader.Book`), with each answer cell an nbgrader solution cell and a
     hidden graded test after each self-check. Returns the notebook and the labels of its
     graded exercises.
     """
-    from mhacore.reader import edition_notebook
-    from mhacore.teach import SOLUTION_TAG
+    from .reader import edition_notebook
+    from .common import SOLUTION_TAG
 
     notebook = edition_notebook(source, book, "nbgrader")
     cells, labels = [], []
@@ -118,8 +118,7 @@ def write_course(out: Path, book_root: Path = Path("."), weeks: dict | None = No
     weeks : dict of str to tuple of str, optional
         Assignment name to the chapter numbers it covers; :data:`WEEKS` by default.
     """
-    from mhacore.reader import read_book
-    from mhacore.teach import chapter_sources
+    from .reader import chapter_sources, read_book
 
     weeks = WEEKS if weeks is None else weeks
     if not isinstance(weeks, dict) or not weeks:

@@ -13,12 +13,12 @@ import re
 import shutil
 from pathlib import Path
 
+from .common import MATHJAX, SOLUTION_TAG, TEMPLATES, mathjax_file
+
 _BLOCK = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>exercise|solution)\}[^\n]*\n"
                     r".*?^(?P=fence)\s*$", re.S | re.M)
 _LABEL = re.compile(r"^:label:\s*(\S+)", re.M)
 _TARGET = re.compile(r"\{solution\}\s*(\S+)")
-MATHJAX = "tex-svg-full.js"
-TEMPLATES = Path(__file__).parent / "_templates"  # nbconvert templates that work offline
 
 
 def exercise_blocks(markdown: str) -> list[tuple[str, str, str]]:
@@ -45,13 +45,12 @@ def exercise_blocks(markdown: str) -> list[tuple[str, str, str]]:
 
 def answer_key_notebook(sources: list[Path], book):
     """A notebook (nbformat) holding every exercise of ``sources`` with its solution, made
-    plain by :func:`mhacore.reader.plain_markdown` with the numbers and citations of
-    ``book`` (a :class:`mhacore.reader.Book`)."""
+    plain by :func:`mhacore.editions.reader.plain_markdown` with the numbers and citations of
+    ``book`` (a :class:`mhacore.editions.reader.Book`)."""
     import jupytext
     import nbformat
 
-    from mhacore.reader import plain_markdown
-    from mhacore.teach import SOLUTION_TAG
+    from .reader import plain_markdown
 
     cells = [nbformat.v4.new_markdown_cell(
         "# Answer key\n\nEvery exercise of the book with its solution and, for the "
@@ -78,13 +77,6 @@ def answer_key_notebook(sources: list[Path], book):
             if label in answers:
                 cells.append(nbformat.v4.new_code_cell(answers[label]))
     return nbformat.v4.new_notebook(cells=cells, metadata={"title": "Answer key"})
-
-
-def mathjax_file() -> Path:
-    """The single-file MathJax 3 bundle of the pinned ``django-static-mathjax``."""
-    import mathjax
-
-    return Path(mathjax.__file__).parent / "static" / "mathjax" / "es5" / MATHJAX
 
 
 def write_answer_key(out: Path, sources: list[Path], book) -> Path:

@@ -3,7 +3,7 @@
 The site cites author–year ("Breiman, 2001", ``book/_ext/authoryear_bib.py``) and names an
 exercise "Exercise 1.1 (The Epanechnikov constants)" in its links
 (``book/_ext/exercise_titles.py``). Both Sphinx extensions and the notebook editions'
-converter (:mod:`mhacore.reader`) take those words from here, so every edition prints the
+converter (:mod:`mhacore.editions.reader`) take those words from here, so every edition prints the
 same ones; :func:`read_references` is the one reader of the book's BibTeX file.
 """
 

@@ -9,7 +9,7 @@ files are used) and MathJax from ``django-static-mathjax``, both copied beside t
 
 The site's build calls :func:`write_decks` on the notebooks it has just executed
 (``book/_ext/course_slides.py``), so the slides show the same numbers as the chapters; the
-text is made plain by the converter every edition uses (:func:`mhacore.reader.plain_markdown`),
+text is made plain by the converter every edition uses (:func:`mhacore.editions.reader.plain_markdown`),
 so references read "Theorem 3.1", "Figure 6.2", "(6.1)" and citations author–year.
 """
 
@@ -22,7 +22,7 @@ import re
 import shutil
 from pathlib import Path
 
-from mhacore.answer_key import MATHJAX, TEMPLATES, mathjax_file
+from .common import MATHJAX, TEMPLATES, mathjax_file
 
 # session -> (chapter number, which half of its "##" sections; None for all)
 SESSIONS = {1: ("01", None), 2: ("02", None), 3: ("03", 0), 4: ("03", 1), 5: ("04", None),
@@ -182,7 +182,7 @@ def session_notebook(executed, half: int | None = None, glued: dict | None = Non
 
     Everything from the chapter's ``## Exercises`` heading on is left out (exercises,
     their answer cells and self-check outputs); the text is made plain with the numbers
-    and citations of ``book`` (:func:`mhacore.reader.plain_markdown`, solutions dropped,
+    and citations of ``book`` (:func:`mhacore.editions.reader.plain_markdown`, solutions dropped,
     block quotes as plain paragraphs); a section longer than :data:`MAX_WORDS` words is
     split into several slides at its paragraphs.
 
@@ -194,14 +194,14 @@ def session_notebook(executed, half: int | None = None, glued: dict | None = Non
         All sections, or the first or second half of its ``##`` sections.
     glued : dict, optional
         The chapter's glued outputs (myst-nb's ``.glue.json`` beside the notebook).
-    book : mhacore.reader.Book, optional
-        The book's labels, titles and references (:func:`mhacore.reader.read_book`).
+    book : mhacore.editions.reader.Book, optional
+        The book's labels, titles and references (:func:`mhacore.editions.reader.read_book`).
     page : str
         The chapter's file stem (``06-heads-and-width``).
     """
     import nbformat
 
-    from mhacore.reader import plain_markdown
+    from .reader import plain_markdown
 
     if half not in (None, 0, 1):
         raise ValueError(f"half must be None, 0 or 1; got {half!r}")
@@ -274,7 +274,7 @@ def write_decks(out: Path, executed_dir: Path, sessions: dict | None = None,
     import nbformat
     from nbconvert import SlidesExporter
 
-    from mhacore.reader import Book
+    from .reader import Book
 
     sessions = SESSIONS if sessions is None else sessions
     book = dataclasses.replace(book or Book(), notebooks=set())
