@@ -9,6 +9,14 @@ string that passes is given to ``sympy.parsing.sympy_parser.parse_expr``, with a
 that holds nothing but those names. Anything else (attribute access, subscripts, strings,
 lambdas, comprehensions, keyword arguments, names starting with ``_``, unknown names, huge
 powers) is rejected with :class:`UnsafeAnswer`, whose message says what was refused.
+
+``^`` means a power, as SymPy reads it: it is rewritten to ``**`` before the tree is
+built, so the whitelist sees the precedence and right-associativity SymPy will use
+(``9^9^9`` is ``9**(9**9)``, refused as a power of a constant power, not ``(9**9)**9``).
+The work SymPy may be asked for is bounded before it sees the answer: constant exponents
+up to :data:`MAX_EXPONENT`, power towers of at most :data:`MAX_TOWER` levels, function
+calls nested at most :data:`MAX_CALL_DEPTH` deep, and the tree at most :data:`MAX_DEPTH`
+deep.
 """
 
 from __future__ import annotations
@@ -21,7 +29,13 @@ import re
 MAX_LENGTH = 500  # characters; an answer is a formula, not a program
 MAX_EXPONENT = 100  # |constant exponent|: keeps 9**9**9-style answers from hanging SymPy
 MAX_MAGNITUDE = 1e300  # |value| of any constant part: exp(exp(exp(100))) would hang SymPy
+MAX_TOWER = 2  # x**y**z has three levels: beyond two, evaluating at a point can hang
+MAX_CALL_DEPTH = 3  # exp(exp(exp(exp(exp(p))))) hangs SymPy's evaluation
+MAX_DEPTH = 100  # nodes from the root to any leaf (a 500-character answer stays far below)
 FUNCTIONS = ("sqrt", "exp", "log", "ln", "sin", "cos", "tan", "Abs", "Rational", "pi", "E")
+# how many arguments each callable function takes (pi and E are constants, not calls)
+ARITY = {"sqrt": (1,), "exp": (1,), "log": (1, 2), "ln": (1,), "sin": (1,), "cos": (1,),
+         "tan": (1,), "Abs": (1,), "Rational": (2,)}
 _OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.BitXor, ast.USub, ast.UAdd)
 ALLOWED = "numbers, the operators + - * / ** ^ and parentheses"
 
@@ -113,11 +127,45 @@ def _check_node(node: ast.AST, names: frozenset) -> None:
             raise UnsafeAnswer(f"only the functions {', '.join(FUNCTIONS)} can be called")
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
             raise UnsafeAnswer("function calls take plain arguments only")
+        wanted = ARITY.get(node.func.id, (0,))
+        if len(node.args) not in wanted:
+            counts = " or ".join(map(str, wanted))
+            raise UnsafeAnswer(f"{node.func.id} takes {counts} argument(s); got "
+                               f"{len(node.args)}")
         for arg in node.args:
             _check_node(arg, names)
         return None
     raise UnsafeAnswer(f"{type(node).__name__.lower()} expressions are not allowed; use "
                        f"{ALLOWED}")
+
+
+def _is_power(node: ast.AST) -> bool:
+    return isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Pow, ast.BitXor))
+
+
+def _bound_work(node: ast.AST, depth: int = 0, calls: int = 0) -> int:
+    """Refuse a tree deeper than :data:`MAX_DEPTH`, with function calls nested deeper than
+    :data:`MAX_CALL_DEPTH`, or with a power tower above :data:`MAX_TOWER` levels; return the
+    height of the power tower at ``node``."""
+    if depth > MAX_DEPTH:
+        raise UnsafeAnswer(f"it is nested more than {MAX_DEPTH} levels deep; simplify it")
+    if isinstance(node, ast.Call):
+        calls += 1
+        if calls > MAX_CALL_DEPTH:
+            raise UnsafeAnswer(f"functions are nested more than {MAX_CALL_DEPTH} deep "
+                               "(as in exp(exp(exp(exp(x))))); simplify it")
+    tower = 0
+    for child in ast.iter_child_nodes(node):
+        height = _bound_work(child, depth + 1, calls)
+        if _is_power(node) and child is node.right:
+            tower = height
+    if _is_power(node):
+        tower += 1
+        if tower > MAX_TOWER:
+            raise UnsafeAnswer(f"a tower of more than {MAX_TOWER} powers (as in x^y^z^w) "
+                               "is not allowed; simplify it")
+        return tower
+    return 0
 
 
 def _refuse_decimal_comma(text: str) -> None:
@@ -160,7 +208,7 @@ def parse_answer(text: str, symbols: dict | None = None):
     mhacore._parse.UnsafeAnswer: only the functions sqrt, exp, ..., E can be called
     """
     import sympy as sp
-    from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
+    from sympy.parsing.sympy_parser import parse_expr, standard_transformations
 
     if not isinstance(text, str):
         raise TypeError(f"text must be a str; got {type(text).__name__}")
@@ -169,19 +217,27 @@ def parse_answer(text: str, symbols: dict | None = None):
         raise UnsafeAnswer(f"the answer is longer than {MAX_LENGTH} characters")
     if not text.strip():
         raise UnsafeAnswer("the answer is empty")
+    formula = text.strip().replace("^", "**")  # SymPy's reading of ^, precedence and all
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = ast.parse(formula, mode="eval")
     except SyntaxError as exc:
         _refuse_decimal_comma(text)
         raise UnsafeAnswer(f"it is not a formula ({exc.msg}); use {ALLOWED}") from None
+    except (RecursionError, MemoryError):
+        raise UnsafeAnswer(f"it is nested too deeply; use {ALLOWED}") from None
     if isinstance(tree.body, ast.Tuple):
         _refuse_decimal_comma(text)
+    _bound_work(tree.body)
     _check_node(tree, frozenset(symbols) | frozenset(FUNCTIONS))
     _approximate(tree.body)
     namespace = {name: getattr(sp, name) for name in FUNCTIONS if name != "ln"}
     namespace.update(ln=sp.log, Integer=sp.Integer, Float=sp.Float, Symbol=sp.Symbol,
                      __builtins__={})
     namespace.update(symbols)
-    transformations = standard_transformations + (convert_xor,)
-    return parse_expr(text.strip(), local_dict={}, global_dict=namespace,
-                      transformations=transformations)
+    try:
+        return parse_expr(formula, local_dict={}, global_dict=namespace,
+                          transformations=standard_transformations)
+    except (TypeError, ValueError, AttributeError, ArithmeticError, sp.SympifyError) as exc:
+        # a whitelisted function called wrongly, e.g. Rational(1) or sqrt()
+        raise UnsafeAnswer(f"it cannot be read as a formula ({type(exc).__name__}); check "
+                           "the arguments of its functions") from None

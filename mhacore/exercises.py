@@ -17,8 +17,11 @@ computations (closed forms, SymPy, or ``mhacore`` itself).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+import signal
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -138,6 +141,16 @@ class _Unreadable(ValueError):
     """An answer of the wrong form (a list for a number, NaN, ...): the message says why."""
 
 
+def _tensor_values(tensor):
+    """A torch tensor's values as a float64 NumPy array (bfloat16 and float16 included);
+    a tensor without values (device ``meta``) or with complex values is refused."""
+    if tensor.device.type == "meta":
+        raise _Unreadable("a tensor on the 'meta' device holds no values")
+    if tensor.is_complex():
+        raise _Unreadable("this exercise expects real numbers, not a complex tensor")
+    return tensor.detach().cpu().double().numpy()
+
+
 def _as_number(answer, label):
     if isinstance(answer, str):
         answer = parse_answer(answer)
@@ -146,7 +159,7 @@ def _as_number(answer, label):
     if isinstance(answer, bool):
         raise _Unreadable(f"{answer} is not a number")
     if hasattr(answer, "detach"):  # a torch tensor
-        answer = answer.detach().cpu().numpy()
+        answer = _tensor_values(answer)
     if getattr(answer, "is_number", False) and getattr(answer, "is_real", False):
         answer = float(answer)  # an exact SymPy number (Integer, Rational, Float, sqrt(2), ...)
     if isinstance(answer, (list, tuple)) or np.ndim(answer) > 0:
@@ -166,7 +179,7 @@ def _as_vector(answer, label, shape):
     if isinstance(answer, str):
         raise _Unreadable(f"this exercise expects {wanted}, not a string")
     if hasattr(answer, "detach"):
-        answer = answer.detach().cpu()
+        answer = _tensor_values(answer)
     if not isinstance(answer, (list, tuple)) and np.ndim(answer) == 0:
         raise _Unreadable(f"this exercise expects {wanted}, not a single value")
     entries = list(answer)
@@ -216,7 +229,37 @@ def _as_expression(answer, ex: Exercise):
     return given.subs({s: by_name[s.name] for s in given.free_symbols if s.name in by_name})
 
 
-N_POINTS = 8  # random points at which two expressions must agree
+N_POINTS = 16  # random points at which two expressions must agree
+JUDGE_SECONDS = 2.0  # the longest a judgement may take (enforced in the main thread)
+
+
+class _TooSlow(Exception):
+    """A judgement ran past :data:`JUDGE_SECONDS`."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Raise :class:`_TooSlow` inside the block once ``seconds`` have passed.
+
+    A POSIX interval timer interrupts SymPy wherever it is. Signals reach only the main
+    thread, where notebooks, nbgrader's tests and scripts run ``check``; in another thread,
+    or without ``setitimer`` (Windows), the block runs unlimited, its work still bounded
+    by the parser's limits.
+    """
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _TooSlow
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _expression_equal(given, reference) -> bool:
@@ -224,14 +267,16 @@ def _expression_equal(given, reference) -> bool:
 
     Two different expressions of the book's kind (rational functions, powers, exp, log,
     trigonometric functions of positive symbols) agree at random real points only on a set
-    of measure zero, so agreement at eight independent points to 1e-9 stands for identity.
+    of measure zero, so agreement at sixteen independent points to 1e-9 stands for
+    identity. The points are drawn afresh at each call, from the operating system's
+    entropy, so an answer cannot be built to vanish at points read from the source.
     Numerical evaluation takes time that grows with the size of the expression tree, not
     with its expansion: ``(a+u+v)**100`` is judged as fast as ``a``, where
     ``sympy.simplify`` would expand it for minutes.
     """
     import sympy as sp
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng()  # fresh points each call (not from a seed in the source)
     free = sorted(reference.free_symbols | given.free_symbols, key=lambda s: s.name)
     for _ in range(N_POINTS):
         point = {s: sp.Float(rng.uniform(0.5, 2.0)) for s in free}
@@ -320,19 +365,29 @@ def check(label: str, answer) -> Feedback:
     if isinstance(answer, str) and not answer.strip():
         return Feedback(label, False, f"Empty answer ({label}): set `answer` to {ex.prompt}, "
                                       f"{ex.precision}, then run this cell again.")
+    import sympy  # noqa: F401  (imported before the clock starts: it takes about a second)
+
     try:
-        if ex.kind == "number":
-            given = _as_number(answer, label)
-        elif ex.kind == "vector":
-            given = _as_vector(answer, label, np.shape(ex.reference))
-        else:
-            given = _as_expression(answer, ex)
+        with _time_limit(JUDGE_SECONDS):
+            if ex.kind == "number":
+                given = _as_number(answer, label)
+            elif ex.kind == "vector":
+                given = _as_vector(answer, label, np.shape(ex.reference))
+            else:
+                given = _as_expression(answer, ex)
+            return _judge(ex, given)
     except UnsafeAnswer as exc:
         return Feedback(label, False, f"Cannot read your answer to {label}: {exc}. Nothing "
                                       "in it was run; write a plain number or formula.")
     except _Unreadable as exc:
         return Feedback(label, False, f"Cannot read your answer to {label}: {exc}.")
-    return _judge(ex, given)
+    except _TooSlow:
+        return Feedback(label, False, (
+            f"Cannot judge your answer to {label} within {JUDGE_SECONDS:g} s: simplify it "
+            "(expand fewer powers, nest fewer functions) and run this cell again."))
+    except Exception as exc:  # check never fails on an answer; say what could not be read
+        return Feedback(label, False, f"Cannot read your answer to {label}: "
+                                      f"{type(exc).__name__} while reading it.")
 
 
 # --- the book's exercises -----------------------------------------------------------------

@@ -352,3 +352,73 @@ def test_ex_5_2_is_the_frame_potential_bound():
     # the chapter states the bound for H = 6 (0.9): the exercise must not be that case
     assert not _ok("ex-5-2", max_feasible_hdi(6, 2, 8))
     assert "H = 7, d_k = 2, p = 8" in EXERCISES["ex-5-2"].prompt
+
+
+# --- answers that could stall the checker (issue: a five-character answer) ---------------
+
+@pytest.mark.parametrize("answer, words", [
+    ("9^9^9", "a power of a constant power is not allowed"),  # SymPy: 9**(9**9)
+    ("2^2^30", "a power of a constant power is not allowed"),
+    ("2^3^2", "a power of a constant power is not allowed"),  # 2**9 for SymPy, not 64
+    ("n^n^n^n", "a tower of more than 2 powers"),
+    ("exp(exp(exp(exp(exp(n)))))", "functions are nested more than 3 deep"),
+    ("sqrt()", "sqrt takes 1 argument(s); got 0"),
+    ("Rational(1, 2, 3)", "Rational takes 2 argument(s); got 3"),
+    ("pi(2)", "pi takes 0 argument(s); got 1"),
+    ("-" * 150 + "n", "nested more than 100 levels deep"),
+])
+def test_answers_that_would_stall_sympy_are_refused_before_it_sees_them(toy, answer, words):
+    """The whitelist reads ^ as SymPy does (right-associative power), and bounds towers,
+    nesting and calls, so no answer reaches SymPy that it cannot judge quickly."""
+    assert _unread("ex-t-expr", answer, words)
+
+
+def test_caret_means_what_sympy_means():
+    from mhacore._parse import parse_answer
+
+    n = sp.Symbol("n")
+    assert parse_answer("2^n^2", {"n": n}) == 2 ** (n ** 2)
+    assert parse_answer("-n^2", {"n": n}) == -(n ** 2)
+
+
+def test_a_judgement_that_runs_too_long_is_stopped(toy, monkeypatch):
+    """Whatever an answer costs, check answers within its time limit (here a judge that
+    never returns), and says so instead of hanging a notebook or the autograder."""
+    monkeypatch.setattr(exercises, "JUDGE_SECONDS", 0.2)
+
+    def forever(ex, given):
+        while True:
+            pass
+
+    monkeypatch.setattr(exercises, "_judge", forever)
+    feedback = check("ex-t-num", 2.0)
+    assert feedback.correct is False and "within 0.2 s" in feedback.message
+    assert check("ex-t-num", 2.0).correct is False  # the timer is reset, not left running
+    import signal
+
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_formula_built_to_vanish_at_the_old_fixed_points_is_wrong(toy):
+    """The points used to be drawn from seed 0, visible in the source; a wrong answer
+    that vanishes there (the reference plus a product that is 0 at each of them) was
+    judged correct. The points are drawn afresh at each call now."""
+    old = np.random.default_rng(0)
+    first = [old.uniform(0.5, 2.0) for _ in range(2 * 8)][::2]  # n, then sigma, per point
+    n = sp.Symbol("n", positive=True)
+    trap = sp.Mul(*[n - sp.Float(a) for a in first])
+    answer = str(sp.Symbol("sigma", positive=True) ** 2 / n + trap)
+    assert not check("ex-t-expr", answer).correct
+
+
+@pytest.mark.parametrize("tensor, words", [
+    (torch.empty((), device="meta"), "on the 'meta' device holds no values"),
+    (torch.tensor(2.0 + 1j), "not a complex tensor"),
+])
+def test_tensors_without_real_values_are_refused_with_a_message(toy, tensor, words):
+    assert _unread("ex-t-num", tensor, words)
+
+
+def test_low_precision_tensors_are_read(toy):
+    assert check("ex-t-num", torch.tensor(2.0, dtype=torch.bfloat16)).correct
+    assert check("ex-t-vec", torch.tensor([1.0, 2.0], dtype=torch.float16)).correct
