@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from ._provenance import OPTIONAL, REQUIRED, device_info, package_versions, provenance
+from ._report import ReportBusy, report_lock
 
 
 def doctor(required: dict[str, str] = REQUIRED, optional: dict[str, str] = OPTIONAL,
@@ -104,15 +105,16 @@ def _int_at_least(minimum: int):
 _seed_arg = _int_at_least(0)
 
 
-def _before_work(parser, out: Path | None) -> None:
+def _before_work(parser, out: Path | None, kind: str | None) -> None:
     """Usage errors found before any work and before a process group starts: an
-    unwritable ``--out``, or several SLURM tasks without torchrun."""
+    ``--out`` that cannot hold a report of ``kind``, or several SLURM tasks without
+    torchrun."""
     from .distributed import launch_problem
 
     problem = launch_problem()
     if problem:
         parser.error(problem)
-    _check_out(parser, out)
+    _check_out(parser, out, kind)
 
 
 @contextlib.contextmanager
@@ -143,11 +145,12 @@ def _device_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _check_out(parser, out: Path | None) -> None:
-    """Fail with a usage error, before any work, when ``--out`` cannot be written."""
+def _check_out(parser, out: Path | None, kind: str | None) -> None:
+    """Fail with a usage error, before any work, when ``--out`` cannot be written or is
+    not a report of ``kind`` (a device, a FIFO, a folder, a README)."""
     from ._report import out_problem
 
-    problem = None if out is None else out_problem(out)
+    problem = None if out is None else out_problem(out, kind)
     if problem:
         parser.error(f"--out: {problem}")
 
@@ -290,42 +293,56 @@ def check(argv: list[str]) -> int:
         parser.error(f"unknown theorem id(s) {unknown}; known: {list(theorems.REGISTRY)}")
     if args.resume and args.out is None:
         parser.error("--resume needs --out")
-    _before_work(parser, args.out)
+    # --resume reads the file and says in detail why it is not a report (exit 1)
+    _before_work(parser, args.out, None if args.resume else "check")
 
     ctx = distributed.setup(args.device)
     lead = ctx.rank == 0
     report = {"provenance": provenance(["python", "-m", "mhacore", "check", *argv]),
               "scale": args.scale, "device": args.device, "seed": args.seed, "results": [],
               "distributed": distributed.describe(ctx)}
-    if args.resume:
-        kept = None
+    held, busy = contextlib.ExitStack(), None
+    if lead and args.out is not None:  # rank 0 alone writes the report
+        try:
+            held.enter_context(report_lock(args.out))
+        except ReportBusy as exc:
+            busy = str(exc)
+    busy = distributed.broadcast(busy)
+    if busy is not None:
         if lead:
-            try:
-                kept = _kept_results(args.out, report)
-            except _Refusal as exc:
-                kept = exc
-        kept = distributed.broadcast(kept)
-        if isinstance(kept, _Refusal):
+            print(f"--out: {busy}", file=sys.stderr)
+        distributed.teardown()
+        return 1
+    with held:
+        if args.resume:
+            kept = None
             if lead:
-                print(f"--resume: {kept}", file=sys.stderr)
-            distributed.teardown()
-            return 1
-        report["results"] = kept
-    try:
-        with _sigterm_as_interrupt():
-            _run_checks(ids, args, report, lead)
-    except KeyboardInterrupt:
-        saved = (f"{len(report['results'])} finished check(s) are saved in {args.out}; "
-                 "rerun with --resume to continue"
-                 if args.out is not None else "nothing saved (no --out)")
-        print(f"interrupted: {saved}", file=sys.stderr)
-        return 130
-    requested = [r for r in report["results"] if r["theorem_id"] in ids]
-    failed = [r["theorem_id"] for r in requested if not r["passed"]]
-    if lead:
-        print(f"{len(requested) - len(failed)} passed, {len(failed)} failed")
-    distributed.teardown()
-    return 1 if failed else 0
+                try:
+                    kept = _kept_results(args.out, report)
+                except _Refusal as exc:
+                    kept = exc
+            kept = distributed.broadcast(kept)
+            if isinstance(kept, _Refusal):
+                if lead:
+                    print(f"--resume: {kept}", file=sys.stderr)
+                distributed.teardown()
+                return 1
+            report["results"] = kept
+        try:
+            with _sigterm_as_interrupt():
+                _run_checks(ids, args, report, lead)
+        except KeyboardInterrupt:
+            saved = (f"{len(report['results'])} finished check(s) are saved in {args.out}; "
+                     "rerun with --resume to continue"
+                     if args.out is not None else "nothing saved (no --out)")
+            print(f"interrupted: {saved}", file=sys.stderr)
+            return 130
+        requested = [r for r in report["results"] if r["theorem_id"] in ids]
+        failed = [r["theorem_id"] for r in requested if not r["passed"]]
+        if lead:
+            print(f"{len(requested) - len(failed)} passed, {len(failed)} failed")
+        distributed.teardown()
+        return 1 if failed else 0
 
 
 #: What each ``--size`` runs, and its time in one process on two CPU cores.
@@ -391,7 +408,7 @@ def sweep(argv: list[str]) -> int:
         sweeps.settings(args.size, seed=args.seed, overrides=overrides)
     except ValueError as exc:  # --p below a budget: checked before any work
         parser.error(str(exc).replace("p must", "--p must", 1))
-    _before_work(parser, args.out)
+    _before_work(parser, args.out, None if args.resume else "sweep")
     try:
         with _sigterm_as_interrupt():
             report = sweeps.run_sweep(args.size, seed=args.seed, device=args.device,
@@ -403,6 +420,10 @@ def sweep(argv: list[str]) -> int:
     except sweeps.ResumeRefused as exc:
         if distributed.rank() == 0:
             print(f"--resume: {exc}", file=sys.stderr)
+        return 1
+    except ReportBusy as exc:
+        if distributed.rank() == 0:
+            print(f"--out: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
         saved = getattr(exc, "saved", None)

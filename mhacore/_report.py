@@ -6,21 +6,62 @@ touches a user's file of a guessed name. The report gets the permissions of a pl
 written file (``0666`` less the umask), not the temporary file's ``0600``, so that a group
 that shares a cluster folder can read it; its folder must exist (:func:`out_problem` says
 so before any work).
+
+A report path may be a new name, a report of the same kind, or a symbolic link to either:
+the link is kept and its target updated. Anything else is refused before any work: a
+folder, a device (``/dev/null``, ``/dev/stdout``), a FIFO or socket, and a file that is
+not a report of that kind (``check --out README.md``). While a run writes a report it
+holds :func:`report_lock`, so a second run on the same report is refused at once, naming
+the first, instead of the two dropping each other's results.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_json_atomic", "out_problem"]
+__all__ = ["write_json_atomic", "out_problem", "report_target", "is_report", "report_lock",
+           "ReportBusy"]
+
+#: What each kind of report holds at its top level (``check --out``, ``sweep --out``).
+REPORT_KEYS = {"check": ("results", "seed", "scale"), "sweep": ("settings", "units")}
+_MAX_REPORT_BYTES = 256 * 2**20  # a report is far smaller; a bigger file is no report
+
+
+class ReportBusy(RuntimeError):
+    """Another run holds the report's lock."""
+
+
+def report_target(path) -> Path:
+    """The file a report at ``path`` is written to: ``path`` itself, or the file a
+    symbolic link at ``path`` points to (the link is kept and its target updated)."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def is_report(path, kind: str) -> bool:
+    """Whether the regular file ``path`` holds a JSON report of ``kind`` ("check" or
+    "sweep"): an object with that kind's top-level keys."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > _MAX_REPORT_BYTES:
+            return False
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and all(key in data for key in REPORT_KEYS[kind])
 
 
 def write_json_atomic(path: Path, data, indent: int = 2) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (fresh temporary name, then a rename)."""
-    path = Path(path)
+    """Write ``data`` as JSON to ``path`` atomically (fresh temporary name, then a rename);
+    through a symbolic link, its target is replaced and the link kept."""
+    path = report_target(path)
+    if path.exists() and not path.is_file():
+        raise ValueError(f"cannot write a report to {path}: not a regular file")
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
@@ -39,15 +80,28 @@ def _umask() -> int:
     return mask
 
 
-def out_problem(out) -> str | None:
-    """Why ``out`` cannot be a report file (None when it can): a folder, a missing
-    folder, a parent that is not a folder, or a folder this process cannot write.
+def out_problem(out, kind: str | None = None) -> str | None:
+    """Why ``out`` cannot be a report file (None when it can): a folder, a device, FIFO
+    or socket, a file that is not a report of ``kind`` (when given), a missing folder, a
+    parent that is not a folder, or a folder this process cannot write. A symbolic link
+    is judged by the file it points to.
 
     Missing folders are not created: a mistyped path should fail, not leave new folders.
     """
-    out = Path(out)
+    given, out = Path(out), report_target(out)
+    via = f" (the link {given} points to it)" if given != out else ""
     if out.is_dir():
-        return f"{out} is a directory; give a file name, e.g. {out / 'report.json'}"
+        return f"{out} is a directory{via}; give a file name, e.g. {out / 'report.json'}"
+    if out.exists():
+        mode = out.stat().st_mode
+        if not stat.S_ISREG(mode):
+            what = ("a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+                    "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                    else "not a regular file")
+            return f"{out} is {what}{via}; give the name of a report file"
+        if kind is not None and not is_report(out, kind):
+            return (f"{out} exists and is not a {kind} report{via}; refusing to overwrite "
+                    "it: give a new file name, or remove the file first")
     for parent in out.parents:  # nearest first
         if parent.exists() or parent.is_symlink():
             break
@@ -63,3 +117,46 @@ def out_problem(out) -> str | None:
     except OSError as exc:
         return f"cannot write {out} ({exc.strerror or exc})"
     return None
+
+
+@contextlib.contextmanager
+def report_lock(out):
+    """Hold an exclusive lock on the report ``out`` for the block, or raise
+    :class:`ReportBusy` at once naming the process that holds it.
+
+    The lock is ``fcntl.flock`` on a hidden file beside the report
+    (``.NAME.lock``, removed when the block ends), so it is released by the system when
+    a run dies, however it dies. Where ``fcntl`` does not exist (Windows) nothing is
+    locked.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX
+        yield
+        return
+    target = report_target(out)
+    lock = target.parent / f".{target.name}.lock"
+    while True:
+        handle = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(handle, 64).decode(errors="replace").strip() or "another process"
+            os.close(handle)
+            raise ReportBusy(f"{target} is being written by another run (process {holder}); "
+                             "wait for it to finish, or write to another --out") from None
+        try:  # the file may have been removed by the run that held it: lock the new one
+            same = os.fstat(handle).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(handle)
+    try:
+        os.ftruncate(handle, 0)
+        os.write(handle, str(os.getpid()).encode())
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(handle)

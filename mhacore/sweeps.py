@@ -16,6 +16,7 @@ the units in flight.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 
 from . import distributed
+from ._report import ReportBusy, report_lock
 from ._validation import check_int, check_positive
 from .theorems.ch06_heads_width import block_heads, signal
 
@@ -286,8 +288,11 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
     Raises
     ------
     ValueError
-        For a bad setting (:func:`settings`), before any work; :class:`ResumeRefused`
-        when ``out`` cannot be resumed.
+        For a bad setting (:func:`settings`) or an ``out`` that is not a new file or a
+        sweep report (a folder, a device, a FIFO, another file), before any work;
+        :class:`ResumeRefused` when ``out`` cannot be resumed.
+    mhacore._report.ReportBusy
+        When another run is writing ``out`` (it holds the report's lock).
     KeyboardInterrupt
         Re-raised with ``saved``, the number of units in ``out`` (or ``None``
         without ``out``).
@@ -308,56 +313,66 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
     if out is not None:
         from ._report import out_problem
 
-        problem = out_problem(out)
+        problem = out_problem(out, None if resume else "sweep")
         if problem:
             raise ValueError(f"out must be a writable report file; {problem}")
     ctx = distributed.setup(device)
     lead = ctx.rank == 0
-    say = log if (lead and log is not None) else (lambda *a, **k: None)
-    kept = ({}, [])
-    if lead and resume:
+    held, busy = contextlib.ExitStack(), None
+    if lead and out is not None:  # rank 0 alone writes the report
         try:
-            kept = _kept_units(out, settings_)
-        except ResumeRefused as exc:
-            kept = exc
-    kept = distributed.broadcast(kept)
-    if isinstance(kept, ResumeRefused):
-        raise kept
-    # every kept unit stays in the file, also those outside this run's grid (a smaller
-    # --blocks or fewer sizes): the summary reads the grid's units only
-    units_done = dict(kept[0])
-    run = {"provenance": provenance(command), "distributed": distributed.describe(ctx),
-           "units_run": 0, "wall_s": 0.0}
-    report = {"settings": settings_, "units": units_done, "runs": kept[1] + [run]}
-    grid = plan_units(settings_["budgets"], settings_["n_values"], settings_["blocks"])
-    todo = [u for u in grid if unit_key(u) not in units_done]
-    say(f"sweep {size}: {len(grid) - len(todo)} units kept, {len(todo)} to run on "
-        f"{ctx.world_size} rank(s)")
-    start, every = time.perf_counter(), max(1, len(todo) // (20 * ctx.world_size))
-    saved = None
-    try:
-        for r0 in range(0, len(todo), ctx.world_size):
-            batch = todo[r0:r0 + ctx.world_size]
-            results = distributed.map_items(lambda i: _unit(batch[i], settings_, ctx),
-                                            len(batch))
-            for unit, result in zip(batch, results):
-                report["units"][unit_key(unit)] = result
-            run["units_run"] += len(batch)
-            run["wall_s"] = round(time.perf_counter() - start, 3)
-            if lead and out is not None:
-                _write_atomic(out, report)
-                saved = len(report["units"])
-            if (r0 // ctx.world_size) % every == 0 or r0 + len(batch) == len(todo):
-                say(f"  {r0 + len(batch)}/{len(todo)} units, {run['wall_s']:.0f} s")
-    except KeyboardInterrupt as exc:
-        if out is not None and saved is None:  # nothing written yet: kept units only
-            saved = len(kept[0])  # the file as it was (empty without resume)
-        exc.saved = saved
-        raise
-    report["summary"] = summarise(report)
-    if lead and out is not None:
-        _write_atomic(out, report)
-    return report
+            held.enter_context(report_lock(out))
+        except ReportBusy as exc:
+            busy = exc
+    busy = distributed.broadcast(busy)
+    if busy is not None:
+        raise busy
+    with held:
+        say = log if (lead and log is not None) else (lambda *a, **k: None)
+        kept = ({}, [])
+        if lead and resume:
+            try:
+                kept = _kept_units(out, settings_)
+            except ResumeRefused as exc:
+                kept = exc
+        kept = distributed.broadcast(kept)
+        if isinstance(kept, ResumeRefused):
+            raise kept
+        # every kept unit stays in the file, also those outside this run's grid (a smaller
+        # --blocks or fewer sizes): the summary reads the grid's units only
+        units_done = dict(kept[0])
+        run = {"provenance": provenance(command), "distributed": distributed.describe(ctx),
+               "units_run": 0, "wall_s": 0.0}
+        report = {"settings": settings_, "units": units_done, "runs": kept[1] + [run]}
+        grid = plan_units(settings_["budgets"], settings_["n_values"], settings_["blocks"])
+        todo = [u for u in grid if unit_key(u) not in units_done]
+        say(f"sweep {size}: {len(grid) - len(todo)} units kept, {len(todo)} to run on "
+            f"{ctx.world_size} rank(s)")
+        start, every = time.perf_counter(), max(1, len(todo) // (20 * ctx.world_size))
+        saved = None
+        try:
+            for r0 in range(0, len(todo), ctx.world_size):
+                batch = todo[r0:r0 + ctx.world_size]
+                results = distributed.map_items(lambda i: _unit(batch[i], settings_, ctx),
+                                                len(batch))
+                for unit, result in zip(batch, results):
+                    report["units"][unit_key(unit)] = result
+                run["units_run"] += len(batch)
+                run["wall_s"] = round(time.perf_counter() - start, 3)
+                if lead and out is not None:
+                    _write_atomic(out, report)
+                    saved = len(report["units"])
+                if (r0 // ctx.world_size) % every == 0 or r0 + len(batch) == len(todo):
+                    say(f"  {r0 + len(batch)}/{len(todo)} units, {run['wall_s']:.0f} s")
+        except KeyboardInterrupt as exc:
+            if out is not None and saved is None:  # nothing written yet: kept units only
+                saved = len(kept[0])  # the file as it was (empty without resume)
+            exc.saved = saved
+            raise
+        report["summary"] = summarise(report)
+        if lead and out is not None:
+            _write_atomic(out, report)
+        return report
 
 
 def _unit(unit, s, ctx):

@@ -26,7 +26,8 @@ def calls(monkeypatch):
         def run(scale, device, seed, name=name, estimate=estimate):
             ran.append(name)
             return Measurement(estimate=estimate, prediction=0.0, standard_error=0.05)
-        theorems.register(name, title=name, chapter="c", claim="mean is 0")(run)
+        theorems.register(name, title=name, chapter="c", claim="mean is 0", kind="model",
+                          claim_id="C0")(run)
     return ran
 
 
@@ -130,7 +131,7 @@ def test_sigterm_ends_a_plain_check_like_ctrl_c(calls, capsys, tmp_path):
 
     def terminated(scale, device, seed):
         os.kill(os.getpid(), signal.SIGTERM)
-    theorems.register("toy-term", title="", chapter="c", claim="")(terminated)
+    theorems.register("toy-term", title="", chapter="c", claim="", kind="model", claim_id="C0")(terminated)
     out = tmp_path / "r.json"
     previous = signal.getsignal(signal.SIGTERM)
     assert check(["--theorem", "toy-a", "--theorem", "toy-term", "--out", str(out)]) == 130
@@ -220,7 +221,7 @@ def test_a_theorem_named_twice_runs_once(calls, tmp_path):
 def test_ctrl_c_prints_one_line_of_what_was_saved(calls, monkeypatch, capsys, tmp_path):
     def interrupted(scale, device, seed):
         raise KeyboardInterrupt
-    theorems.register("toy-stop", title="", chapter="c", claim="")(interrupted)
+    theorems.register("toy-stop", title="", chapter="c", claim="", kind="model", claim_id="C0")(interrupted)
     out = tmp_path / "r.json"
     assert check(["--theorem", "toy-a", "--theorem", "toy-stop", "--out", str(out)]) == 130
     err = capsys.readouterr().err.strip().splitlines()
@@ -231,7 +232,7 @@ def test_ctrl_c_prints_one_line_of_what_was_saved(calls, monkeypatch, capsys, tm
 def test_ctrl_c_without_out_says_nothing_was_saved(calls, capsys):
     def interrupted(scale, device, seed):
         raise KeyboardInterrupt
-    theorems.register("toy-stop", title="", chapter="c", claim="")(interrupted)
+    theorems.register("toy-stop", title="", chapter="c", claim="", kind="model", claim_id="C0")(interrupted)
     assert check(["--theorem", "toy-stop"]) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nothing saved" in err[0]
@@ -315,3 +316,79 @@ def test_under_torchrun_only_rank_0_prints_a_usage_error(calls, capsys, monkeypa
     monkeypatch.setenv("RANK", "0")
     assert _exit_code(["--seed", "-1"]) == 2
     assert "--seed: must be an integer >= 0; got -1" in capsys.readouterr().err
+
+
+# --- --out names only a report: never a device, FIFO or another file; one run at a time ---
+
+def test_out_that_is_not_a_report_is_left_alone(calls, capsys, tmp_path):
+    """A typo such as ``--out README.md`` used to overwrite the file with JSON."""
+    readme = tmp_path / "README.md"
+    readme.write_text("# my notes\n")
+    assert _exit_code(["--theorem", "toy-a", "--out", str(readme)]) == 2
+    assert readme.read_text() == "# my notes\n" and calls == []
+    assert "exists and is not a check report" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("resume", [[], ["--resume"]], ids=["plain", "resume"])
+def test_out_that_is_a_fifo_is_refused_at_once(calls, capsys, tmp_path, resume):
+    """``--resume`` on a FIFO used to block for ever reading it."""
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert _exit_code(["--theorem", "toy-a", "--out", str(fifo), *resume]) == 2
+    assert fifo.is_fifo() and calls == []
+    assert "is a FIFO" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "getuid") or __import__("os").getuid() != 0,
+                    reason="making a device node needs root")
+def test_out_that_is_a_device_is_refused(calls, capsys, tmp_path):
+    """As root, ``--out /dev/null`` used to replace the device by a JSON file; here a
+    copy of that device in a temporary folder stands in for it."""
+    import os
+    import stat
+
+    node = tmp_path / "null"
+    os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    assert _exit_code(["--theorem", "toy-a", "--out", str(node)]) == 2
+    assert stat.S_ISCHR(node.stat().st_mode) and calls == []
+    assert "is a device" in capsys.readouterr().err
+
+
+def test_a_symlinked_report_is_updated_through_the_link(calls, tmp_path):
+    target = _report(tmp_path)
+    link = tmp_path / "latest.json"
+    link.symlink_to(target.name)
+    assert check(["--theorem", "toy-b", "--out", str(link), "--resume"]) == 0
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert [r["theorem_id"] for r in json.loads(target.read_text())["results"]] == [
+        "toy-a", "toy-b"]
+
+
+def test_a_second_run_on_the_same_report_is_refused_naming_the_first(calls, capsys, tmp_path):
+    """Two --resume runs on one --out used to drop each other's results."""
+    import os
+
+    from mhacore._report import report_lock
+
+    out = _report(tmp_path)
+    before = out.read_text()
+    with report_lock(out):
+        assert check(["--theorem", "toy-b", "--out", str(out), "--resume"]) == 1
+    assert out.read_text() == before and calls == ["toy-a"]
+    assert f"being written by another run (process {os.getpid()})" in capsys.readouterr().err
+    assert check(["--theorem", "toy-b", "--out", str(out), "--resume"]) == 0  # released
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+def test_a_sweep_refuses_a_report_another_run_holds(calls, tmp_path):
+    from mhacore import sweeps
+    from mhacore._report import ReportBusy, report_lock
+
+    out = tmp_path / "sweep.json"
+    with report_lock(out), pytest.raises(ReportBusy, match="being written by another run"):
+        sweeps.run_sweep("tiny", out=out)
+    assert not out.exists()
+    with pytest.raises(ValueError, match="is not a sweep report"):
+        sweeps.run_sweep("tiny", out=_report(tmp_path))
