@@ -46,12 +46,14 @@ def toy_registry(monkeypatch):
     monkeypatch.setattr(theorems._registry, "REGISTRY", registry)
     monkeypatch.setattr(theorems, "REGISTRY", registry)
 
-    @theorems.register("toy-holds", title="t", chapter="c", claim="mean is 0")
+    @theorems.register("toy-holds", title="t", chapter="c", claim="mean is 0", kind="model",
+                       claim_id="C0")
     def _holds(scale, device, seed):
         calls.append("toy-holds")
         return Measurement(estimate=0.1, prediction=0.0, standard_error=0.05)
 
-    @theorems.register("toy-fails", title="t", chapter="c", claim="mean is 1")
+    @theorems.register("toy-fails", title="t", chapter="c", claim="mean is 1", kind="model",
+                       claim_id="C0")
     def _fails(scale, device, seed):
         calls.append("toy-fails")
         return Measurement(estimate=0.0, prediction=1.0, standard_error=0.05)
@@ -95,10 +97,25 @@ def test_summary_fits_80_columns():
                 claim="c", estimate=-1.23457e-05, prediction=-9.87654e-05,
                 standard_error=1.23e-05, tolerance=1e-12, passed=False, scale="book",
                 device="cpu", seed=0, wall_time_s=0.0, details={})
-    for rule in ("4 SE", "atol"):
+    for rule, n_lines in (("4 SE", 2), ("atol", 3)):
         lines = theorems.CheckResult(**wide, tolerance_rule=rule).summary().splitlines()
-        assert lines[0] == f"{wide['theorem_id']}:" and len(lines) == 2
-        assert max(map(len, lines)) <= 80 and lines[1].endswith("-> FAILS"), lines
+        assert lines[0] == f"{wide['theorem_id']}:" and len(lines) == n_lines
+        assert max(map(len, lines)) <= 80 and lines[-1].endswith("-> FAILS"), lines
+
+
+def test_summary_shows_the_gap_of_a_tolerance_rule_and_a_failed_condition():
+    """Rounded to six figures the estimate and prediction look equal; the gap does not."""
+    base = dict(theorem_id="t", title="t", chapter="c", claim="c", estimate=0.9000002,
+                prediction=0.9, standard_error=0.0, tolerance=1e-10,
+                tolerance_rule="|estimate - prediction| <= atol", passed=False,
+                scale="book", device="cpu", seed=0, wall_time_s=0.0, details={})
+    lines = theorems.CheckResult(**base).summary().splitlines()
+    assert lines[1] == "    estimate 0.9, prediction 0.9"
+    assert lines[2] == "    gap 2e-07 > tolerance 1.0e-10 -> FAILS"
+    fit = dict(base, standard_error=0.1, tolerance=0.4, tolerance_rule="4 SE and fit",
+               details={"conditions": {"lack-of-fit chi2 <= critical": False}})
+    lines = theorems.CheckResult(**fit).summary().splitlines()
+    assert lines[-1] == "    condition failed: lack-of-fit chi2 <= critical"
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -121,7 +138,25 @@ def test_run_validates_its_arguments(toy_registry):
     with pytest.raises(TypeError, match="seed must be an int >= 0"):
         theorems.run("toy-holds", seed=-1)
     with pytest.raises(ValueError, match="registered twice"):
-        theorems.register("toy-holds", title="", chapter="", claim="")(lambda *a: None)
+        theorems.register("toy-holds", title="", chapter="", claim="", kind="model",
+                          claim_id="C0")(lambda *a: None)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        theorems.register("toy-new", title="", chapter="", claim="", kind="simulation",
+                          claim_id="C0")
+    with pytest.raises(ValueError, match="claim_id must be one of"):
+        theorems.register("toy-new", title="", chapter="", claim="", kind="model",
+                          claim_id="C9")
+
+
+def test_every_check_declares_its_kind_and_claim():
+    assert all(t.kind in theorems.KINDS and t.claim_id in theorems.CLAIMS
+               for t in theorems.REGISTRY.values())
+    assert {t.claim_id for t in theorems.REGISTRY.values()} == set(theorems.CLAIMS)
+
+
+def test_the_report_records_each_checks_kind_and_claim(toy_registry):
+    result = theorems.run("toy-holds").to_dict()
+    assert (result["kind"], result["claim_id"]) == ("model", "C0")
 
 
 def test_doctor_reports_an_unimportable_torch_instead_of_crashing():

@@ -45,3 +45,27 @@ def test_same_seed_same_numbers():
     other = theorems.run("bvc-design-variance", scale="book", seed=8)
     assert (first.estimate, first.standard_error) == (second.estimate, second.standard_error)
     assert first.estimate != other.estimate
+
+
+VERDICTS = ("supported", "supported only in a model", "mixed", "refuted", "untested")
+
+
+def ledger_claims() -> dict[str, dict[str, str]]:
+    """The ledger's claim table: per claim id, its cells by column name."""
+    lines = [line for line in (BOOK / "ledger.md").read_text(encoding="utf-8").splitlines()
+             if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+    return {row[0]: dict(zip(header, row)) for row in rows if row[0].startswith("C")}
+
+
+def test_the_ledger_table_has_every_claim_a_verdict_and_the_registrys_kinds():
+    """The kinds of evidence the table names for a claim are those of its checks, and
+    each claim has one of the five verdicts with a reason and a chapter link."""
+    table = ledger_claims()
+    assert list(table) == list(theorems.CLAIMS)
+    for claim, row in table.items():
+        kinds = {t.kind for t in theorems.REGISTRY.values() if t.claim_id == claim}
+        assert set(row["evidence"].split(", ")) == kinds, (claim, row["evidence"], kinds)
+        assert row["verdict"] in VERDICTS, row
+        assert "{doc}" in row["tested in"] and len(row["why"]) > 40, row

@@ -4,7 +4,7 @@ Importing this package imports every chapter's module of checks, which register
 themselves in :data:`REGISTRY`.  See :func:`run` and :func:`run_checks`.
 """
 
-from ._registry import (DEFAULT_SEED, REGISTRY, SCALES, CheckResult, Measurement,
+from ._registry import (CLAIMS, DEFAULT_SEED, KINDS, REGISTRY, SCALES, CheckResult, Measurement,
                         Theorem, register, run, run_checks)
 
 # Chapter modules register their checks on import; each is added by its chapter.
@@ -17,5 +17,5 @@ from . import ch06_heads_width  # noqa: F401
 from . import ch07_weights  # noqa: F401
 from . import ch08_ensembles  # noqa: F401
 
-__all__ = ["DEFAULT_SEED", "REGISTRY", "SCALES", "CheckResult", "Measurement", "Theorem",
+__all__ = ["CLAIMS", "DEFAULT_SEED", "KINDS", "REGISTRY", "SCALES", "CheckResult", "Measurement", "Theorem",
            "register", "run", "run_checks"]

@@ -19,6 +19,16 @@ import numpy as np
 SCALES = ("book", "large")
 DEFAULT_SEED = 20260521
 RULES = ("4se", "atol")
+#: What a check's agreement can show. ``identity``: algebra or an implementation, equal
+#: to rounding (it can fail only through a bug). ``model``: a simulation of an assumed
+#: model against that model's own closed form (it tests the derivation and the sampler,
+#: not whether the model describes attention, forests or colonies). ``empirical``: a claim
+#: tested on something not built to satisfy it (another library's trained model, real
+#: data, a model from another field's literature); only this kind can support a claim
+#: about real attention heads, forests or colonies.
+KINDS = ("identity", "model", "empirical")
+#: The paper's claims, as ``MATH.md`` states them (arXiv:2605.20271).
+CLAIMS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7")
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,8 @@ class Theorem:
     caveat: str
     check: Callable[[str, str, int], Measurement]
     power: str = ""
+    kind: str = "model"
+    claim_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,6 +113,8 @@ class CheckResult:
     seed: int
     wall_time_s: float
     details: dict
+    kind: str = ""  # reports written before checks declared their kind have none
+    claim_id: str = ""
 
     @property
     def verdict(self) -> str:
@@ -110,15 +124,24 @@ class CheckResult:
         return asdict(self)
 
     def summary(self) -> str:
-        """Two lines: the theorem's id, then (indented) the estimate ± SE against the
-        prediction and the verdict; each line fits in 80 columns for ids up to 79
-        characters."""
+        """The theorem's id, then (indented) the estimate ± SE against the prediction and
+        the verdict; for a tolerance rule a third line gives the gap
+        ``|estimate - prediction|`` beside the tolerance (the estimate and prediction
+        alone, rounded, can look equal when the gap fails), and a failed further
+        condition is named on a line of its own. Every line fits in 80 columns for ids up
+        to 79 characters."""
+        gap = abs(self.estimate - self.prediction)
+        failed = [name for name, ok in self.details.get("conditions", {}).items() if not ok]
         if "SE" in self.tolerance_rule:
-            spread = f"± {self.standard_error:.3g} (SE)"
+            lines = [f"    estimate {self.estimate:.6g} ± {self.standard_error:.3g} (SE), "
+                     f"prediction {self.prediction:.6g} -> {self.verdict}"]
         else:
-            spread = f"(tolerance {self.tolerance:.1e})"
-        return (f"{self.theorem_id}:\n    estimate {self.estimate:.6g} {spread}, "
-                f"prediction {self.prediction:.6g} -> {self.verdict}")
+            relation = "<=" if gap <= self.tolerance else ">"
+            lines = [f"    estimate {self.estimate:.6g}, prediction {self.prediction:.6g}",
+                     f"    gap {gap:.2g} {relation} tolerance {self.tolerance:.1e} "
+                     f"-> {self.verdict}"]
+        lines += [f"    condition failed: {name}"[:80] for name in failed]
+        return "\n".join([f"{self.theorem_id}:", *lines])
 
 
 def standard_error(terms) -> float:
@@ -177,20 +200,27 @@ def interior_argmin(grid, values, name="grid"):
 REGISTRY: dict[str, Theorem] = {}
 
 
-def register(theorem_id: str, *, title: str, chapter: str, claim: str,
-             symbolic: str = "", caveat: str = "", power: str = ""):
+def register(theorem_id: str, *, title: str, chapter: str, claim: str, kind: str,
+             claim_id: str, symbolic: str = "", caveat: str = "", power: str = ""):
     """Decorator registering ``check(scale, device, seed) -> Measurement`` under an id.
 
+    ``kind`` is what the check's agreement can show (one of :data:`KINDS`), ``claim_id``
+    the paper's claim it bears on (one of :data:`CLAIMS`); both go into every report.
     ``power`` is the check's power line: the smallest perturbation of its model that it
     detects at book scale, as measured (the theorem ledger shows it).
     """
     if not isinstance(theorem_id, str) or not theorem_id:
         raise ValueError(f"theorem_id must be a non-empty string; got {theorem_id!r}")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+    if claim_id not in CLAIMS:
+        raise ValueError(f"claim_id must be one of {CLAIMS}; got {claim_id!r}")
 
     def decorate(check):
         if theorem_id in REGISTRY:
             raise ValueError(f"theorem_id must be unique; {theorem_id!r} is registered twice")
-        REGISTRY[theorem_id] = Theorem(theorem_id, title, chapter, claim, symbolic, caveat, check, power)
+        REGISTRY[theorem_id] = Theorem(theorem_id, title, chapter, claim, symbolic, caveat, check,
+                                       power, kind, claim_id)
         return check
 
     return decorate
@@ -240,7 +270,7 @@ def run(theorem_id: str, *, scale: str = "book", device: str = "cpu",
     return CheckResult(theorem_id, theorem.title, theorem.chapter, theorem.claim,
                        float(m.estimate), float(m.prediction), float(m.standard_error),
                        float(tolerance), rule, passed, scale, str(device), seed,
-                       round(wall, 3), details)
+                       round(wall, 3), details, theorem.kind, theorem.claim_id)
 
 
 def run_checks(theorem_ids=None, *, scale: str = "book", device: str = "cpu",

@@ -185,6 +185,8 @@ def rate_experiment(scale="book", device="cpu", seed=0, queries=None, bandwidths
 
 @register(
     "nw-bandwidth-rate",
+    kind="model",
+    claim_id="C0",
     title="MSE-optimal NW bandwidth shrinks like n^(-1/5) in one dimension",
     chapter="01-nadaraya-watson",
     claim="For 1-D Gaussian-kernel NW, h* ∝ n^(-1/(4+d)) = n^(-1/5): slope of log h* on log n is -1/5.",

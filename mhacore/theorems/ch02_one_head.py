@@ -105,6 +105,8 @@ def _max_gap(reference, others):
 
 @register(
     "head-is-nw",
+    kind="identity",
+    claim_id="C0",
     title="One softmax attention head is a Nadaraya–Watson estimator",
     chapter="02-one-head-is-nw",
     claim="Softmax attention with values = responses is NW with kernel exp(<q,k>/τ): mhacore, torch SDPA, "
@@ -133,6 +135,8 @@ def _check_head(scale, device, seed):
 
 @register(
     "gaussian-equal-norms",
+    kind="identity",
+    claim_id="C0",
     title="With equal key norms a softmax head is Gaussian NW with bandwidth sqrt(τ)",
     chapter="02-one-head-is-nw",
     claim="If all keys have the same norm, softmax NW with temperature τ equals Gaussian NW with bandwidth √τ "

@@ -80,6 +80,8 @@ def _fixed_design_run(scale, device, seed):
 
 @register(
     "mha-convex-ensemble",
+    kind="identity",
+    claim_id="C1",
     title="Restricted multi-head attention is a convex ensemble of NW heads",
     chapter="03-bias-variance-covariance",
     claim="With the value/output path reduced to α_h times one read-out of y (α in the simplex), "
@@ -114,6 +116,8 @@ def _check_convex(scale, device, seed):
 
 @register(
     "bvc-identity",
+    kind="identity",
+    claim_id="C2",
     title="Bias–variance–covariance identity on Monte Carlo predictions",
     chapter="03-bias-variance-covariance",
     claim="MSE = (Σα_h b_h)² + Σα_h² V_h + Σ_{h≠h'} α_h α_h' C_hh' holds exactly for sample moments (ddof=0).",
@@ -149,6 +153,8 @@ def _check_identity(scale, device, seed):
 
 @register(
     "bvc-design-variance",
+    kind="model",
+    claim_id="C2",
     title="Conditional on the design, head variance is σ²‖w^h‖²",
     chapter="03-bias-variance-covariance",
     claim="For a fixed design and fresh noise, Var f̂_h(x) = σ²‖w^h(x)‖² (averaged over heads and queries).",
@@ -168,6 +174,8 @@ def _check_design_variance(scale, device, seed):
 
 @register(
     "bvc-design-covariance",
+    kind="model",
+    claim_id="C2",
     title="Conditional on the design, head covariance is σ²⟨w^h, w^h'⟩ > 0",
     chapter="03-bias-variance-covariance",
     claim="For a fixed design and fresh noise, Cov(f̂_h, f̂_h') = σ²⟨w^h, w^h'⟩ (averaged over pairs and "

@@ -91,6 +91,8 @@ def model_covariance(w_key, variance: float, rho0: float) -> np.ndarray:
 
 @register(
     "hdi-rotation-closed-form",
+    kind="identity",
+    claim_id="C3",
     title="HDI of two heads rotated by an angle",
     chapter=CHAPTER,
     claim="Two d_head-dimensional key subspaces with all principal angles equal to θ have HDI = sin²θ.",
@@ -111,6 +113,8 @@ def _rotation(scale, device, seed):
 
 @register(
     "principal-angles-small",
+    kind="identity",
+    claim_id="C3",
     title="Stable principal angles for nearly aligned subspaces",
     chapter=CHAPTER,
     claim="Principal angles from 1e-12 to 0.1 rad come out with absolute error below 1e-14 (sine branch); arccos errs by ~1e-8.",
@@ -136,6 +140,8 @@ def _small_angles(scale, device, seed):
 
 @register(
     "hdi-frame-bound",
+    kind="identity",
+    claim_id="C3",
     title="Frame-potential upper bound on the HDI, attained by tight fusion frames",
     chapter=CHAPTER,
     claim="HDI ≤ 1 − max(0, H d_head/p − 1)/(H − 1); equality for heads cut from a union of orthonormal bases.",
@@ -159,6 +165,8 @@ def _frame_bound(scale, device, seed):
 
 @register(
     "hdi-monotone-model",
+    kind="model",
+    claim_id="C3",
     title="MSE decreases in HDI at rate V(1−ρ₀)(1−1/H) in the overlap model",
     chapter=CHAPTER,
     claim="With ρ_hh' = ρ₀ + (1−ρ₀)‖G_hh'‖²_F/d_head and fixed bias and per-head variance, ∂MSE/∂HDI = −V(1−ρ₀)(1−1/H): "

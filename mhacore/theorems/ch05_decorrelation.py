@@ -26,6 +26,8 @@ DRAW_BLOCK = 10
 
 @register(
     "decorrelation-optimum",
+    kind="model",
+    claim_id="C4",
     title="The MSE-optimal heads are maximally diverse within feasibility",
     chapter=CHAPTER,
     claim="Minimising MSE = B² + V[ρ̄ + (1−ρ̄)/H] with ρ̄ = ρ₀ + (1−ρ₀)(1−HDI) over key subspaces reaches "
@@ -54,6 +56,8 @@ def _optimum(scale, device, seed):
 
 @register(
     "random-subspace-hdi",
+    kind="model",
+    claim_id="C4",
     title="HDI of random subspaces: 1 − d_head/p",
     chapter=CHAPTER,
     claim="Independent Haar-random d_head-dimensional subspaces of R^p have E‖U_hᵀU_h'‖²_F / d_head = d_head/p.",

@@ -158,6 +158,8 @@ def variance_factors(n, widths, rng, *, designs, m, budget=BUDGET, scale=SCALE):
 
 @register(
     "heads-width-variance-ratio",
+    kind="model",
+    claim_id="C5",
     title="Softmax heads' variance does not grow with the head width",
     chapter="06-heads-and-width",
     claim="With τ = √d_k, tied projections c·P_h (P_h orthonormal) and Gaussian keys, n E‖w^h‖² → "

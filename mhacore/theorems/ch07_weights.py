@@ -161,6 +161,8 @@ def exchangeability_deviations(errors):
 
 @register(
     "structured-weights-closed-forms",
+    kind="identity",
+    claim_id="C6",
     title="Closed forms of Σα² for geometric and Fibonacci head weights",
     chapter="07-structured-weights",
     claim="Geometric α_h ∝ r^{h−1}: Σα² = ((1−r)/(1+r))·((1+r^H)/(1−r^H)); Fibonacci α_h = F_h/(F_{H+2}−1): "
@@ -187,6 +189,8 @@ def _check_closed_forms(scale, device, seed):
 
 @register(
     "equicorrelated-weighted-variance",
+    kind="model",
+    claim_id="C6",
     title="Equicorrelated heads: Var(Σα_h e_h) = V[ρ + (1−ρ)Σα_h²]",
     chapter="07-structured-weights",
     claim="For heads with common variance V and pairwise correlation ρ, the ensemble variance with weights α is "
@@ -231,6 +235,8 @@ def heterogeneous_run(scale, device, seed):
 
 @register(
     "structured-weights-heterogeneous",
+    kind="model",
+    claim_id="C6",
     title="Heads of unequal quality: geometric weights beat uniform weights",
     chapter="07-structured-weights",
     claim="For softmax NW heads ordered by quality (best first), MSE(uniform) − MSE(geometric, r = 1/2) measured "

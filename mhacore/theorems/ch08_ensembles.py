@@ -212,6 +212,8 @@ def subset_comparison(members, k):
 
 @register(
     "forest-breiman-variance",
+    kind="empirical",
+    claim_id="C7",
     title="The mean of k of a forest's B trees has variance ρσ² + (1 − ρ)σ²/k (trees exchangeable)",
     chapter="08-three-ensembles",
     claim="Over random training sets and tree randomness, with σ² and ρσ² pooled from the per-tree predictions of "
@@ -249,6 +251,8 @@ def _check_forest(scale, device, seed, max_features=1.0):
 
 @register(
     "colony-breiman-variance",
+    kind="model",
+    claim_id="C7",
     title="A colony's collective estimate has variance ρσ² + (1 − ρ)σ²/N",
     chapter="08-three-ensembles",
     claim="In the stylised scouting model (recruitment with probability π copies a leader's assessment), "
