@@ -1,9 +1,12 @@
-"""Bad-input battery, class 6: ``teach`` and files (issue 12).
+"""Bad-input battery, class 6: ``teach`` and files (issues 12 and 27).
 
 ``teach`` writes only into a new or empty folder, or one it made before (it leaves a
-marker file there); otherwise it refuses, naming ``--force``. It never packs stale or
-foreign files into its zip, names the archive after the folder, and never overwrites an
-archive it did not make without ``--force``. A two-chapter toy book keeps this fast.
+marker file there with the hash of each file it wrote); otherwise it refuses, naming
+``--force``. Even with ``--force`` it never overwrites or deletes a file it did not write
+or that changed since; it stages its files and moves them in only when all are written,
+and a lock keeps two runs apart. It never packs stale or foreign files into its zip,
+names the archive after the folder, and never overwrites an archive it did not make
+without ``--force``. A two-chapter toy book keeps this fast.
 """
 
 import zipfile
@@ -167,3 +170,97 @@ def test_cli_force_flag(book, tmp_path, capsys):
     assert main(["student", "--out", str(out), "--book", str(book)]) == 2
     assert main(["student", "--out", str(out), "--book", str(book), "--force"]) == 0
     assert (out / "01-toy.ipynb").is_file()
+
+
+# --- teach writes only files it created, and only while they are as it wrote them -------
+
+def test_force_never_overwrites_a_file_teach_did_not_write(book, tmp_path):
+    """``teach student --out . --force`` in a repository used to replace its README.md
+    (and record it as teach's, so a later run deleted it)."""
+    out = tmp_path / "repo-like"
+    out.mkdir()
+    (out / "README.md").write_text("the project's README")
+    with pytest.raises(ValueError, match=r"would overwrite \['README.md'\].*nothing was written"):
+        generate("student", out, book, force=True)
+    assert (out / "README.md").read_text() == "the project's README"
+    assert sorted(p.name for p in out.iterdir()) == ["README.md"]
+    generate("reader", out, book, force=True)  # the reader edition has no README: allowed
+    generate("reader", out, book)
+    assert (out / "README.md").read_text() == "the project's README"
+
+
+def test_a_generated_file_that_was_edited_is_never_overwritten(book, tmp_path):
+    out = tmp_path / "pack"
+    generate("student", out, book)
+    notebook = out / "01-toy.ipynb"
+    notebook.write_text(notebook.read_text().replace("x = 1", "x = 1  # my answer"))
+    edited = notebook.read_text()
+    with pytest.raises(ValueError, match=r"would overwrite \['01-toy.ipynb'\]"):
+        generate("student", out, book)
+    assert notebook.read_text() == edited and (out / "02-toy.ipynb").is_file()
+    # losing a chapter does not delete the edited notebook either
+    (book / "book" / "01-toy.md").unlink()
+    _book(book, chapters=(2,))
+    generate("student", out, book)
+    assert notebook.read_text() == edited
+
+
+@pytest.mark.parametrize("record", [
+    {"written": ["README.md"]},  # an older marker: names without hashes
+    {"written": {"README.md": "0" * 64}},  # a hash that is not the file's
+])
+def test_a_marker_is_not_trusted_blindly(book, tmp_path, record):
+    import json
+
+    out = tmp_path / "pack"
+    out.mkdir()
+    (out / "README.md").write_text("mine")
+    (out / MARKER).write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="would overwrite"):
+        generate("student", out, book)
+    generate("reader", out, book)  # does not write README.md, and does not delete it
+    assert (out / "README.md").read_text() == "mine"
+
+
+def test_an_interrupted_run_leaves_the_previous_files(book, tmp_path, monkeypatch):
+    from mhacore.editions import outdir, teach
+
+    out = tmp_path / "pack"
+    generate("student", out, book)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real, calls = teach.edition_notebook, []
+
+    def fail_on_the_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(teach, "edition_notebook", fail_on_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        generate("instructor", out, book)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    monkeypatch.undo()
+    (out / outdir.STAGE).mkdir()  # as a killed run would leave it
+    (out / outdir.STAGE / "01-toy.ipynb").write_text("half")
+    generate("student", out, book)
+    assert not (out / outdir.STAGE).exists()
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_two_runs_on_one_folder_are_kept_apart(book, tmp_path):
+    """Two interleaved runs used to both succeed, and the student zip then held the
+    instructor's answer key."""
+    import os
+
+    from mhacore._report import report_lock
+    from mhacore.editions import outdir
+
+    out = tmp_path / "pack"
+    generate("student", out, book)
+    with report_lock(out / outdir.MARKER):
+        with pytest.raises(ValueError, match=rf"another teach run \(process {os.getpid()}\)"):
+            generate("instructor", out, book, make_zip=True)
+    assert not (tmp_path / "pack.zip").exists() and not (out / "answer-key.html").exists()
+    archive = generate("student", out, book, make_zip=True)
+    assert not any("answer-key" in n for n in zipfile.ZipFile(archive).namelist())

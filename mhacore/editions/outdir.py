@@ -1,57 +1,138 @@
 """Output folders that ``teach`` may write into without destroying anything.
 
-A command writes only into a new or empty folder, or into one it wrote before: it leaves
-a marker file (:data:`MARKER`) there listing what it wrote. Any other folder is refused
-with a message naming ``--force`` (with ``--force`` the folder's own files are kept, and
-never packed). Before writing again into its own folder, the command removes the files it
-wrote last time, so nothing stale survives; the archive holds exactly this run's files,
-is named after the folder (``pack.v2/`` -> ``pack.v2.zip`` beside it), and replaces an
-existing archive only when this folder's marker says the command made it, or with ``--force``.
+``teach`` writes only files it created, and only while they are as it wrote them. It
+leaves a marker file (:data:`MARKER`) in its folder recording the SHA-256 of every file it
+wrote; a file is teach's own only while its content still has the recorded hash. So:
 
-Usage: ``target = prepare(out, force=..., make_zip=...)`` before writing anything, then
-``finish(target)`` afterwards; files written in between, by any code, are this run's.
+- a folder holding other files is refused with a message naming ``--force``; with
+  ``--force`` teach writes beside them, and still never overwrites or deletes a file it
+  did not write: a run that would is refused, naming the files, before anything moves;
+- a file teach wrote and someone then changed (a student's answers in a notebook) is
+  never overwritten or deleted either;
+- a run writes into a staging folder inside ``--out`` and moves its files into place only
+  when all of them are written, so an interrupted run leaves the previous files as they
+  were; the next run removes the stale staging folder;
+- a lock (``fcntl.flock``) keeps two runs on one folder apart: the second is refused at
+  once, naming the first;
+- before moving its files in, a run removes the files the previous run wrote that this
+  one does not write again (unchanged ones only), so nothing stale survives.
+
+The archive holds exactly this run's files, is named after the folder (``pack.v2/`` ->
+``pack.v2.zip`` beside it), and replaces an existing archive only when the marker says
+teach made it (and it is unchanged), or with ``--force``.
+
+Usage: ``target = prepare(out, force=..., make_zip=...)``, then write every file into
+``target.stage``, then ``finish(target)``, which moves them into ``target.folder``; call
+:func:`abandon` instead if writing failed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
+import shutil
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["MARKER", "Target", "prepare", "finish"]
+from .._report import ReportBusy, report_lock
+
+__all__ = ["MARKER", "STAGE", "Target", "prepare", "finish", "abandon"]
 
 MARKER = ".mhacore-teach"
+STAGE = ".mhacore-teach-staging"  # this run's files, before they move into the folder
+_LOCK = f".{MARKER}.lock"  # report_lock's name for the marker's lock file
+_OWN = (MARKER, STAGE, _LOCK)  # teach's bookkeeping: never listed, never packed
 
 
 @dataclass
 class Target:
-    """A folder claimed by :func:`prepare`: what was in it before this run wrote anything."""
+    """A folder claimed by :func:`prepare`: where this run writes and what teach owns."""
 
     folder: Path
+    stage: Path
     archive: Path | None
-    before: dict = field(default_factory=dict)  # relative path -> (mtime_ns, size)
+    owned: dict = field(default_factory=dict)  # relative path -> sha256, unchanged files
+    held: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
 
-def _files(folder: Path) -> dict:
-    return {p.relative_to(folder).as_posix(): (p.stat().st_mtime_ns, p.stat().st_size)
-            for p in folder.rglob("*") if p.is_file() and p.name != MARKER}
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _files(folder: Path) -> list[str]:
+    """Relative paths of the regular files under ``folder``, teach's bookkeeping left out."""
+    found = []
+    for path in folder.rglob("*"):
+        relative = path.relative_to(folder)
+        if relative.parts[0] not in _OWN and path.is_file() and not path.is_symlink():
+            found.append(relative.as_posix())
+    return sorted(found)
 
 
 def _marker(folder: Path) -> dict | None:
+    """The marker's record: ``written`` (path -> sha256; ``None`` for a marker of the
+    older kind, a list of paths without hashes, whose files are therefore never taken
+    for teach's), ``pending`` and ``archive``; None when the folder has no readable
+    marker."""
     try:
         marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return marker if isinstance(marker, dict) and isinstance(marker.get("written"), list) else None
+    if not isinstance(marker, dict):
+        return None
+    written = marker.get("written")
+    if isinstance(written, list):  # an older teach recorded names only
+        written = {name: None for name in written if isinstance(name, str)}
+    if not isinstance(written, dict):
+        return None
+    pending = marker.get("pending") if isinstance(marker.get("pending"), dict) else {}
+    return {"written": written, "pending": pending, "archive": marker.get("archive"),
+            "archive_sha256": marker.get("archive_sha256")}
+
+
+def _inside(folder: Path, name: str) -> Path | None:
+    """``folder / name`` when that is a regular file inside ``folder`` (no escape by
+    ``..`` or links), else None."""
+    path = folder / name
+    try:
+        if path.is_file() and not path.is_symlink() and \
+                path.resolve().is_relative_to(folder.resolve()):
+            return path
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _owned(folder: Path, marker: dict | None) -> dict:
+    """The files the marker lists whose content is still what teach wrote (or, for an
+    interrupted run, what it was about to write)."""
+    owned = {}
+    for name, recorded in (marker or {}).get("written", {}).items():
+        path = _inside(folder, name) if isinstance(name, str) else None
+        if path is None:
+            continue
+        now = _sha256(path)
+        pending = marker["pending"].get(name)
+        if recorded is not None and now in (recorded, pending):
+            owned[name] = now
+    for name, pending in (marker or {}).get("pending", {}).items():
+        path = _inside(folder, name) if isinstance(name, str) else None
+        if path is not None and name not in owned and _sha256(path) == pending:
+            owned[name] = pending
+    return owned
 
 
 def prepare(out, *, force: bool = False, make_zip: bool = False) -> Target:
-    """Claim ``out`` for writing, or raise ``ValueError`` saying why not (and naming --force).
-
-    Removes the files this command wrote there last time (listed in the marker), so the
-    run leaves no stale files; files it did not write are never touched.
-    """
+    """Claim ``out`` for writing, or raise ``ValueError`` saying why not (and naming
+    ``--force`` where it would help). Takes the folder's lock and empties a staging folder
+    an interrupted run left; nothing of the user's is touched."""
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--out {str(folder)!r} is a file; give a folder to write the notebooks into")
@@ -60,32 +141,77 @@ def prepare(out, *, force: bool = False, make_zip: bool = False) -> Target:
     if make_zip:
         resolved = folder.resolve()
         archive = resolved.parent / f"{resolved.name}.zip"
-        ours = marker is not None and marker.get("archive") == archive.name
+        ours = (marker is not None and marker.get("archive") == archive.name
+                and archive.is_file() and marker.get("archive_sha256") in (None, _sha256(archive)))
         if archive.exists() and not (ours or force):
             raise ValueError(f"{archive} already exists and teach did not make it; remove it, or pass "
                              "--force to overwrite it")
-    if folder.is_dir() and marker is None and any(folder.iterdir()) and not force:
-        example = sorted(p.name for p in folder.iterdir())[:3]
-        raise ValueError(f"--out {str(folder)!r} holds files teach did not write (e.g. {example}); choose a "
-                         "new or empty folder, or pass --force to write into it anyway (its files are kept)")
+    others = [p.name for p in folder.iterdir() if p.name not in _OWN] if folder.is_dir() else []
+    if marker is None and others and not force:
+        raise ValueError(f"--out {str(folder)!r} holds files teach did not write (e.g. {sorted(others)[:3]}); "
+                         "choose a new or empty folder, or pass --force to write beside them (teach "
+                         "never overwrites or deletes a file it did not write)")
     folder.mkdir(parents=True, exist_ok=True)
-    for name in (marker or {}).get("written", []):
-        stale = folder / name
-        if stale.is_file() and stale.resolve().is_relative_to(folder.resolve()):
-            stale.unlink()
-    return Target(folder, archive, _files(folder))
+    target = Target(folder, folder / STAGE, archive)
+    try:
+        target.held.enter_context(report_lock(folder / MARKER))
+    except ReportBusy as exc:
+        holder = str(exc).split("(process ", 1)[-1].split(")", 1)[0]
+        raise ValueError(f"--out {str(folder)!r} is being written by another teach run (process "
+                         f"{holder}); wait for it to finish, or choose another folder") from None
+    shutil.rmtree(target.stage, ignore_errors=True)  # left by an interrupted run
+    target.stage.mkdir()
+    target.owned = _owned(folder, _marker(folder))
+    return target
+
+
+def abandon(target: Target) -> None:
+    """Drop this run's staged files and release the folder (the folder is as it was)."""
+    shutil.rmtree(target.stage, ignore_errors=True)
+    target.held.close()
+
+
+def _write_marker(target: Target, written: dict, pending: dict, archive_sha: str | None) -> None:
+    record = {"written": written, "pending": pending,
+              "archive": target.archive.name if target.archive else None,
+              "archive_sha256": archive_sha}
+    tmp = target.folder / f"{MARKER}.tmp"
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, target.folder / MARKER)
 
 
 def finish(target: Target) -> Path:
-    """Record this run's files in the marker, pack them if asked; return the folder or zip."""
-    after = _files(target.folder)
-    written = sorted(name for name, stamp in after.items() if target.before.get(name) != stamp)
-    record = {"written": written, "archive": target.archive.name if target.archive else None}
-    (target.folder / MARKER).write_text(json.dumps(record, indent=1), encoding="utf-8")
-    if target.archive is None:
-        return target.folder
-    top = Path(target.archive.stem)
-    with zipfile.ZipFile(target.archive, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name in written:
-            zf.write(target.folder / name, top / name)
-    return target.archive
+    """Move this run's staged files into the folder, record them, pack them if asked;
+    return the folder or the zip. Refuses (``ValueError``, nothing moved) when a staged
+    file would replace a file teach did not write or that changed since."""
+    try:
+        new = {name: _sha256(target.stage / name) for name in _files(target.stage)}
+        blocked = sorted(name for name in new
+                         if (target.folder / name).exists() and name not in target.owned)
+        if blocked:
+            raise ValueError(
+                f"teach would overwrite {blocked[:5]} in {str(target.folder)!r}, which it did not "
+                "write or which changed since it wrote them; nothing was written. Move them "
+                "away, or choose another --out")
+        # the marker first names both versions, so an interruption while moving leaves
+        # every file recognisably teach's
+        _write_marker(target, target.owned, new, None)
+        for name in sorted(set(target.owned) - set(new)):  # stale, and unchanged
+            (target.folder / name).unlink(missing_ok=True)
+        for name in new:
+            destination = target.folder / name
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(target.stage / name, destination)
+        archive_sha = None
+        if target.archive is not None:
+            top = Path(target.archive.stem)
+            partial = target.archive.with_name(f".{target.archive.name}.tmp")
+            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
+                for name in new:
+                    zf.write(target.folder / name, top / name)
+            os.replace(partial, target.archive)
+            archive_sha = _sha256(target.archive)
+        _write_marker(target, new, {}, archive_sha)
+        return target.archive if target.archive is not None else target.folder
+    finally:
+        abandon(target)

@@ -83,8 +83,9 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
         Also pack this run's files into ``<folder name>.zip`` beside the folder and return
         that path.
     force : bool
-        Write into a folder holding other files (they are kept, not packed), and replace
-        an archive ``teach`` did not make.
+        Write into a folder holding other files (they are kept, not packed, and never
+        overwritten: a run that would replace one is refused), and replace an archive
+        ``teach`` did not make.
     """
     import nbformat
 
@@ -96,17 +97,22 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
         raise ValueError(f"book_root must hold _toc.yml and MyST chapters; none in {book_root}")
     book = read_book(book_root)
     target = _outdir.prepare(out, force=force, make_zip=make_zip)
-    for source in sources:
-        nbformat.write(edition_notebook(source, book, kind), out / f"{source.stem}.ipynb")
-    if kind == "instructor" and (book_root / TEACHING_PLAN).is_file():
-        plan = (book_root / TEACHING_PLAN).read_text(encoding="utf-8")
-        (out / "teaching-plan.md").write_text(plan_markdown(plan, book), encoding="utf-8")
-    if kind == "instructor":
-        from .answer_key import write_answer_key
+    stage = target.stage  # moved into ``out`` by finish, once every file is written
+    try:
+        for source in sources:
+            nbformat.write(edition_notebook(source, book, kind), stage / f"{source.stem}.ipynb")
+        if kind == "instructor" and (book_root / TEACHING_PLAN).is_file():
+            plan = (book_root / TEACHING_PLAN).read_text(encoding="utf-8")
+            (stage / "teaching-plan.md").write_text(plan_markdown(plan, book), encoding="utf-8")
+        if kind == "instructor":
+            from .answer_key import write_answer_key
 
-        write_answer_key(out, sources, book)
-    if kind != "reader":
-        (out / "README.md").write_text(_readme(kind, sources), encoding="utf-8")
+            write_answer_key(stage, sources, book)
+        if kind != "reader":
+            (stage / "README.md").write_text(_readme(kind, sources), encoding="utf-8")
+    except BaseException:
+        _outdir.abandon(target)
+        raise
     return _outdir.finish(target)
 
 
@@ -160,7 +166,11 @@ def _nbgrader_course(out: Path, book_root: Path, make_zip: bool, force: bool) ->
     from .grading import write_course
 
     target = _outdir.prepare(out, force=force, make_zip=make_zip)
-    write_course(out, book_root)
+    try:
+        write_course(target.stage, book_root)
+    except BaseException:
+        _outdir.abandon(target)
+        raise
     return _outdir.finish(target)
 
 
@@ -174,8 +184,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--zip", action="store_true",
                         help="also pack the notebooks into <folder name>.zip beside the folder")
     parser.add_argument("--force", action="store_true",
-                        help="write into a folder teach did not make (its files are kept), and "
-                             "replace an archive teach did not make")
+                        help="write into a folder teach did not make, beside its files (a file "
+                             "teach did not write, or that changed since, is never overwritten "
+                             "or deleted: the run is refused naming it), and replace an "
+                             "archive teach did not make")
     args = parser.parse_args(argv)
     try:
         if args.kind == "nbgrader":
