@@ -1,4 +1,4 @@
-"""Command line: ``python -m mhacore doctor`` and ``python -m mhacore check``.
+"""Command line: ``python -m mhacore doctor``, ``check``, ``sweep`` and ``teach``.
 
 ``doctor`` prints the versions of the stack, the torch device and the determinism
 settings, and exits with status 1 when a required package is missing.
@@ -445,12 +445,17 @@ def _doctor(argv: list[str]) -> int:
     return doctor()
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+def _teach(argv: list[str]) -> int:
+    """``python -m mhacore teach``: the editions wing is imported only here, so doctor,
+    check and sweep run without what the editions need (PyYAML, nbformat, ...)."""
     from .editions.teach import main as teach
 
-    commands = {"doctor": _doctor, "check": check, "teach": teach,
-                "sweep": sweep}
+    return teach(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    commands = {"doctor": _doctor, "check": check, "teach": _teach, "sweep": sweep}
     asked = argv[:1] in (["-h"], ["--help"])  # help asked for: usage on stdout, exit 0
     if not argv or argv[0] not in commands:
         print("usage: python -m mhacore {doctor,check,teach,sweep} [options]\n"

@@ -1,8 +1,11 @@
 """The package's two wings and the direction of its imports.
 
 The import graph of ``mhacore`` is read from the source with ``ast`` (every import
-statement, also those inside functions) and must have no circle; the science wing (the
-top of ``mhacore/``) never imports the editions wing (``mhacore/editions/``).
+statement, also those inside functions; importing ``a.b.c`` runs the packages ``a.b``
+too) and must have no circle; the science wing (the top of ``mhacore/``) never imports
+the editions wing (``mhacore/editions/``). The command line is the one exception: its
+``teach`` subcommand imports the editions, inside that subcommand only, so ``doctor``,
+``check`` and ``sweep`` never load them (tested by running them).
 """
 
 import ast
@@ -43,6 +46,12 @@ def imported_modules(path: Path, modules: set[str], package_dir: Path = PACKAGE)
                 target = target.rpartition(".")[0]
             if target and target != name:
                 found.add(target)
+            # importing a.b.c first runs the packages a and a.b: an edge to each, but not
+            # to the packages that hold this module (Python has run them already)
+            parent = target.rpartition(".")[0]
+            while parent and not (name == parent or name.startswith(parent + ".")):
+                found.add(parent)
+                parent = parent.rpartition(".")[0]
     return found
 
 
@@ -65,11 +74,28 @@ def test_the_import_graph_has_no_circle():
 def test_the_science_never_imports_the_editions():
     graph = import_graph()
     science = {m for m in graph if not m.startswith("mhacore.editions")}
-    # the package root and the command line reach both wings (teach is a subcommand)
-    entry = {"mhacore", "mhacore.__main__"}
     crossing = {m: sorted(t for t in graph[m] if t.startswith("mhacore.editions"))
-                for m in science - entry}
+                for m in science - {"mhacore.__main__"}}  # teach, a subcommand: see below
     assert not {m: t for m, t in crossing.items() if t}
+
+
+def test_doctor_check_and_sweep_never_load_the_editions():
+    """Only ``teach`` imports the editions wing: the other subcommands run without what
+    it needs (PyYAML, nbformat), as after a plain ``pip install mhacore``."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "sys.modules['yaml'] = None  # as if PyYAML were not installed\n"
+            "from mhacore.__main__ import main\n"
+            "for argv in (['doctor'], ['check', '--theorem', 'head-is-nw'],\n"
+            "             ['sweep', 'heads-width', '--size', 'tiny']):\n"
+            "    assert main(argv) == 0, argv\n"
+            "loaded = [m for m in sys.modules if m.startswith('mhacore.editions')]\n"
+            "assert not loaded, loaded\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600, cwd=PACKAGE.parent)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
 def test_the_edition_modules_share_one_module_and_import_nothing_back():

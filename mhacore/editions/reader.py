@@ -10,7 +10,7 @@ MyST to the Markdown any notebook front end shows, with the numbers the website 
 - cross-references become their numbers (``Figure 6.2``, ``Theorem 6.1``, ``(6.3)``) or titles;
 - citations become author–year, and a references cell closes the notebook;
 - glued figures and equations are announced where the site shows them; the cell that
-  computes them displays them (:func:`mhacore.editions.teach.show_glued`).
+  computes them displays them (:func:`mhacore.editions.common.show_glued`).
 
 Every edition made from the chapters goes through it, with the :class:`Book` read once
 (:func:`read_book`): the reader, student, instructor and nbgrader notebooks
@@ -495,7 +495,7 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
     """The chapter at ``source`` as a plain notebook of ``edition`` (nbformat).
 
     Markdown made plain (:func:`plain_markdown`) and glued values shown where they are
-    computed (:func:`mhacore.editions.teach.show_glued`), in every edition; a references cell at
+    computed (:func:`mhacore.editions.common.show_glued`), in every edition; a references cell at
     the end. What else each keeps is :data:`EDITIONS`: the instructor edition keeps the
     written solutions, the instructor-only cells and the answer cells' code; the nbgrader
     edition only the answer cells' code (still tagged ``solution``, for
