@@ -136,6 +136,14 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+def _out_arg(text: str) -> Path:
+    """``--out``: a file name (a trailing ``/`` names a folder, which a report cannot be)."""
+    if text.endswith(("/", os.sep)):
+        raise argparse.ArgumentTypeError(f"{text!r} names a folder; give a file name, e.g. "
+                                         f"{text.rstrip('/' + os.sep) or '.'}/report.json")
+    return Path(text)
+
+
 def _device_arg(text: str) -> str:
     from ._validation import check_device
 
@@ -163,6 +171,8 @@ def _load_report(path: Path) -> dict | None:
         report = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise _Refusal(f"{path} is not a check report (not JSON: {exc})") from None
+    except (RecursionError, MemoryError):
+        raise _Refusal(f"{path} is not a check report (JSON nested too deeply or too large)") from None
     if not isinstance(report, dict):
         raise _Refusal(f"{path} is not a check report (a JSON {type(report).__name__}, not an object)")
     results = report.get("results")
@@ -281,7 +291,7 @@ def check(argv: list[str]) -> int:
                         help="torch device, e.g. cpu or cuda; must exist here (default: %(default)s)")
     parser.add_argument("--seed", type=_seed_arg, default=theorems.DEFAULT_SEED,
                         help="integer >= 0 seeding every check (default: %(default)s)")
-    parser.add_argument("--out", type=Path, help="JSON report, rewritten after each check")
+    parser.add_argument("--out", type=_out_arg, help="JSON report, rewritten after each check")
     parser.add_argument("--resume", action="store_true",
                         help="keep every result already in --out and run only the missing checks; "
                              "refuses (exit 1) when --out was made with another seed, scale or "
@@ -391,7 +401,7 @@ def sweep(argv: list[str]) -> int:
                         help="integer >= 0 (default: %(default)s)")
     parser.add_argument("--device", type=_device_arg, default="cpu",
                         help="cpu or cuda (each rank takes its LOCAL_RANK's GPU)")
-    parser.add_argument("--out", type=Path, help="JSON report, rewritten every round")
+    parser.add_argument("--out", type=_out_arg, help="JSON report, rewritten every round")
     parser.add_argument("--resume", action="store_true",
                         help="keep the units already in --out and run the missing ones; "
                              "more --blocks, --n-values or --budgets grow the grid. "

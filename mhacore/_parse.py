@@ -25,6 +25,7 @@ import ast
 import cmath
 import math
 import re
+import unicodedata
 
 MAX_LENGTH = 500  # characters; an answer is a formula, not a program
 MAX_EXPONENT = 100  # |constant exponent|: keeps 9**9**9-style answers from hanging SymPy
@@ -212,6 +213,9 @@ def parse_answer(text: str, symbols: dict | None = None):
 
     if not isinstance(text, str):
         raise TypeError(f"text must be a str; got {type(text).__name__}")
+    # one spelling of every character, as Python's own parser reads names (ｒ is r), so
+    # the whitelist and SymPy see the same symbols
+    text = unicodedata.normalize("NFKC", str.__getitem__(text, slice(None)))
     symbols = dict(symbols or {})
     if len(text) > MAX_LENGTH:
         raise UnsafeAnswer(f"the answer is longer than {MAX_LENGTH} characters")

@@ -43,6 +43,19 @@ def report_target(path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
+def _link_loops(path: Path) -> bool:
+    """Whether ``path`` is a symbolic link that never reaches a file or a missing name."""
+    if not path.is_symlink():
+        return False
+    try:
+        os.path.realpath(path, strict=True)
+    except FileNotFoundError:
+        return False  # dangling: the report is written at the name it points to
+    except OSError:
+        return True
+    return False
+
+
 def is_report(path, kind: str) -> bool:
     """Whether the regular file ``path`` holds a JSON report of ``kind`` ("check" or
     "sweep"): an object with that kind's top-level keys."""
@@ -51,7 +64,7 @@ def is_report(path, kind: str) -> bool:
         if path.stat().st_size > _MAX_REPORT_BYTES:
             return False
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, MemoryError):
         return False
     return isinstance(data, dict) and all(key in data for key in REPORT_KEYS[kind])
 
@@ -62,11 +75,13 @@ def write_json_atomic(path: Path, data, indent: int = 2) -> None:
     path = report_target(path)
     if path.exists() and not path.is_file():
         raise ValueError(f"cannot write a report to {path}: not a regular file")
+    # an existing report keeps its permissions; a new one gets a plain file's
+    mode = path.stat().st_mode & 0o777 if path.is_file() else 0o666 & ~_umask()
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(json.dumps(data, indent=indent))
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would hide it from a group
+        os.chmod(tmp, mode)  # mkstemp's 0600 would hide a new report from a group
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -88,7 +103,10 @@ def out_problem(out, kind: str | None = None) -> str | None:
 
     Missing folders are not created: a mistyped path should fail, not leave new folders.
     """
-    given, out = Path(out), report_target(out)
+    given = Path(out)
+    if _link_loops(given):
+        return f"{given} is a symbolic link that loops; give the name of a report file"
+    out = report_target(given)
     via = f" (the link {given} points to it)" if given != out else ""
     if out.is_dir():
         return f"{out} is a directory{via}; give a file name, e.g. {out / 'report.json'}"
@@ -120,24 +138,36 @@ def out_problem(out, kind: str | None = None) -> str | None:
 
 
 @contextlib.contextmanager
-def report_lock(out):
+def report_lock(out, *, follow: bool = True):
     """Hold an exclusive lock on the report ``out`` for the block, or raise
-    :class:`ReportBusy` at once naming the process that holds it.
+    :class:`ReportBusy` at once naming the process that holds it (or saying why the lock
+    file cannot be used).
 
-    The lock is ``fcntl.flock`` on a hidden file beside the report
+    The lock is ``fcntl.flock`` on a hidden regular file beside the report
     (``.NAME.lock``, removed when the block ends), so it is released by the system when
-    a run dies, however it dies. Where ``fcntl`` does not exist (Windows) nothing is
-    locked.
+    a run dies, however it dies. The lock file is never reached through a symbolic link
+    (one there is refused, so nothing it points to is touched). ``follow=False`` locks
+    ``out`` as named, not the file a link there points to. Where ``fcntl`` does not
+    exist (Windows) nothing is locked.
     """
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not on POSIX
         yield
         return
-    target = report_target(out)
+    target = report_target(out) if follow else Path(out)
     lock = target.parent / f".{target.name}.lock"
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     while True:
-        handle = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+        try:
+            handle = os.open(lock, flags, 0o666 & ~_umask())
+        except OSError as exc:  # a link (ELOOP), a folder, no permission
+            raise ReportBusy(f"cannot use the lock file {lock} ({exc.strerror or exc}); "
+                             "remove it if it is left over") from None
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            os.close(handle)
+            raise ReportBusy(f"cannot use the lock file {lock}: it is not a regular file; "
+                             "remove it")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -146,7 +176,7 @@ def report_lock(out):
             raise ReportBusy(f"{target} is being written by another run (process {holder}); "
                              "wait for it to finish, or write to another --out") from None
         try:  # the file may have been removed by the run that held it: lock the new one
-            same = os.fstat(handle).st_ino == os.stat(lock).st_ino
+            same = os.fstat(handle).st_ino == os.lstat(lock).st_ino
         except FileNotFoundError:
             same = False
         if same:
@@ -158,5 +188,6 @@ def report_lock(out):
         yield
     finally:
         with contextlib.suppress(OSError):
-            os.unlink(lock)
+            if os.lstat(lock).st_ino == os.fstat(handle).st_ino:
+                os.unlink(lock)
         os.close(handle)

@@ -17,11 +17,14 @@ computations (closed forms, SymPy, or ``mhacore`` itself).
 
 from __future__ import annotations
 
+import cmath
 import contextlib
 import math
 import re
+import numbers
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -143,11 +146,16 @@ class _Unreadable(ValueError):
 
 def _tensor_values(tensor):
     """A torch tensor's values as a float64 NumPy array (bfloat16 and float16 included);
-    a tensor without values (device ``meta``) or with complex values is refused."""
+    a tensor without values (device ``meta``), or with complex or boolean values, is
+    refused."""
+    import torch
+
     if tensor.device.type == "meta":
         raise _Unreadable("a tensor on the 'meta' device holds no values")
     if tensor.is_complex():
         raise _Unreadable("this exercise expects real numbers, not a complex tensor")
+    if tensor.dtype == torch.bool:
+        raise _Unreadable("this exercise expects numbers, not a tensor of booleans")
     return tensor.detach().cpu().double().numpy()
 
 
@@ -162,6 +170,18 @@ def _as_number(answer, label):
         answer = _tensor_values(answer)
     if getattr(answer, "is_number", False) and getattr(answer, "is_real", False):
         answer = float(answer)  # an exact SymPy number (Integer, Rational, Float, sqrt(2), ...)
+    if isinstance(answer, np.ma.MaskedArray) or answer is np.ma.masked:
+        if np.ma.getmaskarray(answer).any():
+            raise _Unreadable("a masked value is not a number")
+        answer = np.ma.getdata(answer)
+    if isinstance(answer, np.bool_):
+        raise _Unreadable(f"{answer} is not a number")
+    if isinstance(answer, numbers.Number) and not isinstance(answer, (float, complex)) \
+            or type(answer).__module__.startswith("mpmath"):
+        try:  # an int of any size, Fraction, Decimal, mpmath's mpf
+            answer = float(answer)
+        except OverflowError:
+            raise _Unreadable("it is too large for a float") from None
     if isinstance(answer, (list, tuple)) or np.ndim(answer) > 0:
         raise _Unreadable("this exercise expects one number, not a list or array; write "
                           "it as a plain number (e.g. answer = 0.5)")
@@ -178,6 +198,10 @@ def _as_vector(answer, label, shape):
     wanted = f"a list of {shape[0]} numbers, e.g. [{', '.join(['0.5'] * shape[0])}]"
     if isinstance(answer, str):
         raise _Unreadable(f"this exercise expects {wanted}, not a string")
+    if isinstance(answer, (dict, set, frozenset)) or (
+            hasattr(answer, "__next__") and not hasattr(answer, "__len__")):
+        raise _Unreadable(f"this exercise expects {wanted}; give a list, not a "
+                          f"{type(answer).__name__}")
     if hasattr(answer, "detach"):
         answer = _tensor_values(answer)
     if not isinstance(answer, (list, tuple)) and np.ndim(answer) == 0:
@@ -229,7 +253,8 @@ def _as_expression(answer, ex: Exercise):
     return given.subs({s: by_name[s.name] for s in given.free_symbols if s.name in by_name})
 
 
-N_POINTS = 16  # random points at which two expressions must agree
+N_POINTS = 24  # random points at which two expressions must agree
+N_WIDE = 8  # of them drawn log-uniformly in [0.01, 100], far beyond the book's range
 JUDGE_SECONDS = 2.0  # the longest a judgement may take (enforced in the main thread)
 
 
@@ -241,7 +266,9 @@ class _TooSlow(Exception):
 def _time_limit(seconds: float):
     """Raise :class:`_TooSlow` inside the block once ``seconds`` have passed.
 
-    A POSIX interval timer interrupts SymPy wherever it is. Signals reach only the main
+    A POSIX interval timer interrupts SymPy wherever it is. A timer the caller set (for
+    example a test runner's) keeps running: it is given back, less the time spent here,
+    and fires in the caller's handler if it is due first. Signals reach only the main
     thread, where notebooks, nbgrader's tests and scripts run ``check``; in another thread,
     or without ``setitimer`` (Windows), the block runs unlimited, its work still bounded
     by the parser's limits.
@@ -254,12 +281,18 @@ def _time_limit(seconds: float):
         raise _TooSlow
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    outer, interval = signal.setitimer(signal.ITIMER_REAL, seconds)  # the caller's timer
+    if 0 < outer < seconds:  # the caller's alarm comes first: keep its time
+        signal.setitimer(signal.ITIMER_REAL, outer)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer > 0:  # give the caller's timer back, less the time spent here
+            left = outer - (time.monotonic() - start)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6), interval)
 
 
 def _expression_equal(given, reference) -> bool:
@@ -267,8 +300,10 @@ def _expression_equal(given, reference) -> bool:
 
     Two different expressions of the book's kind (rational functions, powers, exp, log,
     trigonometric functions of positive symbols) agree at random real points only on a set
-    of measure zero, so agreement at sixteen independent points to 1e-9 stands for
-    identity. The points are drawn afresh at each call, from the operating system's
+    of measure zero, so agreement at 24 independent points to 1e-9 stands for identity:
+    16 in [0.5, 2], where the book's formulas live, and 8 log-uniform in [0.01, 100], so
+    that a term built to vanish on the usual range is seen (a wide point where the
+    reference has no finite value is skipped). The points are drawn afresh at each call, from the operating system's
     entropy, so an answer cannot be built to vanish at points read from the source.
     Numerical evaluation takes time that grows with the size of the expression tree, not
     with its expansion: ``(a+u+v)**100`` is judged as fast as ``a``, where
@@ -278,10 +313,22 @@ def _expression_equal(given, reference) -> bool:
 
     rng = np.random.default_rng()  # fresh points each call (not from a seed in the source)
     free = sorted(reference.free_symbols | given.free_symbols, key=lambda s: s.name)
-    for _ in range(N_POINTS):
-        point = {s: sp.Float(rng.uniform(0.5, 2.0)) for s in free}
+    for k in range(N_POINTS):
+        # most points where the book's formulas live, some far from it (log-uniform in
+        # [0.01, 100]), so a term that vanishes only near [0.5, 2] is seen
+        wide = k >= N_POINTS - N_WIDE
+        draw = (lambda: 10 ** rng.uniform(-2, 2)) if wide else (lambda: rng.uniform(0.5, 2.0))
+        point = {s: sp.Float(draw()) for s in free}
         try:
-            a, b = complex(given.evalf(subs=point)), complex(reference.evalf(subs=point))
+            b = complex(reference.evalf(subs=point))
+        except (OverflowError, TypeError, ValueError):
+            b = complex("nan")
+        if not cmath.isfinite(b):
+            if wide:
+                continue  # the reference has no finite value this far out: no evidence
+            return False
+        try:
+            a = complex(given.evalf(subs=point))
         except (OverflowError, TypeError, ValueError):  # no finite complex value there
             return False
         if not abs(a - b) <= 1e-9 * max(1.0, abs(b)):
@@ -362,9 +409,12 @@ def check(label: str, answer) -> Feedback:
     if answer is None or answer is Ellipsis:
         return Feedback(label, None, f"Your turn ({label}): set `answer` to {ex.prompt}, "
                                      f"{ex.precision}, then run this cell again.")
-    if isinstance(answer, str) and not answer.strip():
-        return Feedback(label, False, f"Empty answer ({label}): set `answer` to {ex.prompt}, "
-                                      f"{ex.precision}, then run this cell again.")
+    if isinstance(answer, str):  # a plain str: a subclass's own methods are never called
+        answer = str.__getitem__(answer, slice(None))
+        if not answer.strip():
+            return Feedback(label, False, f"Empty answer ({label}): set `answer` to "
+                                          f"{ex.prompt}, {ex.precision}, then run this cell "
+                                          "again.")
     import sympy  # noqa: F401  (imported before the clock starts: it takes about a second)
 
     try:
@@ -383,8 +433,8 @@ def check(label: str, answer) -> Feedback:
         return Feedback(label, False, f"Cannot read your answer to {label}: {exc}.")
     except _TooSlow:
         return Feedback(label, False, (
-            f"Cannot judge your answer to {label} within {JUDGE_SECONDS:g} s: simplify it "
-            "(expand fewer powers, nest fewer functions) and run this cell again."))
+            f"Cannot judge your answer to {label} within {JUDGE_SECONDS:g} s: give a "
+            "smaller answer (a simpler formula, fewer numbers) and run this cell again."))
     except Exception as exc:  # check never fails on an answer; say what could not be read
         return Feedback(label, False, f"Cannot read your answer to {label}: "
                                       f"{type(exc).__name__} while reading it.")

@@ -242,6 +242,9 @@ def _kept_units(out, new):
         old = json.loads(out.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ResumeRefused(f"{out} is not a sweep report (not JSON: {exc})") from None
+    except (RecursionError, MemoryError):
+        raise ResumeRefused(f"{out} is not a sweep report (JSON nested too deeply or too "
+                            "large)") from None
     if (not isinstance(old, dict) or not isinstance(old.get("settings"), dict)
             or not isinstance(old.get("units"), dict)
             or not isinstance(old.get("runs", []), list)):

@@ -392,3 +392,42 @@ def test_a_sweep_refuses_a_report_another_run_holds(calls, tmp_path):
     assert not out.exists()
     with pytest.raises(ValueError, match="is not a sweep report"):
         sweeps.run_sweep("tiny", out=_report(tmp_path))
+
+
+def test_out_that_loops_or_names_a_folder_is_refused(calls, capsys, tmp_path):
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop.name)
+    assert _exit_code(["--theorem", "toy-a", "--out", str(loop)]) == 2
+    assert loop.is_symlink() and "loops" in capsys.readouterr().err
+    assert _exit_code(["--theorem", "toy-a", "--out", f"{tmp_path}/newdir/"]) == 2
+    assert not (tmp_path / "newdir").exists() and "names a folder" in capsys.readouterr().err
+
+
+def test_resume_on_deeply_nested_json_is_refused_with_a_message(calls, capsys, tmp_path):
+    out = tmp_path / "report.json"
+    out.write_text("[" * 100_000 + "]" * 100_000)
+    assert check(["--theorem", "toy-a", "--out", str(out), "--resume"]) == 1
+    assert "nested too deeply" in capsys.readouterr().err and calls == []
+
+
+def test_a_report_keeps_its_permissions_when_rewritten(calls, tmp_path):
+    out = _report(tmp_path)
+    out.chmod(0o600)
+    assert check(["--theorem", "toy-b", "--out", str(out), "--resume"]) == 0
+    assert out.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_lock_file_that_is_a_link_or_fifo_is_not_used(calls, capsys, tmp_path):
+    import os
+
+    out = _report(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    lock = tmp_path / f".{out.name}.lock"
+    lock.symlink_to(victim)
+    assert check(["--theorem", "toy-b", "--out", str(out), "--resume"]) == 1
+    assert victim.read_text() == "precious" and "cannot use the lock file" in capsys.readouterr().err
+    lock.unlink()
+    os.mkfifo(lock)
+    assert check(["--theorem", "toy-b", "--out", str(out), "--resume"]) == 1
+    assert "not a regular file" in capsys.readouterr().err

@@ -242,10 +242,81 @@ def test_an_interrupted_run_leaves_the_previous_files(book, tmp_path, monkeypatc
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     monkeypatch.undo()
     (out / outdir.STAGE).mkdir()  # as a killed run would leave it
+    (out / outdir.STAGE / outdir._SENTINEL).write_text("teach's")
     (out / outdir.STAGE / "01-toy.ipynb").write_text("half")
     generate("student", out, book)
     assert not (out / outdir.STAGE).exists()
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_folder_in_the_way_of_the_stage_is_kept(book, tmp_path):
+    """A folder of the staging folder's name that teach did not make is not deleted."""
+    from mhacore.editions import outdir
+
+    out = tmp_path / "pack"
+    (out / outdir.STAGE).mkdir(parents=True)
+    (out / outdir.STAGE / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="teach did not make it; move it away"):
+        generate("student", out, book)
+    assert (out / outdir.STAGE / "keep.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("bookkeeping", ["..mhacore-teach.lock", ".mhacore-teach"])
+def test_links_among_teachs_bookkeeping_files_are_not_followed(book, tmp_path, bookkeeping):
+    """A link planted as the lock or the marker must not let teach write to its target."""
+    from mhacore.editions import outdir
+
+    assert bookkeeping in (outdir._LOCK, outdir.MARKER)
+    out = tmp_path / "pack"
+    generate("student", out, book)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (out / bookkeeping).unlink(missing_ok=True)
+    (out / bookkeeping).symlink_to(victim)
+    for force in (False, True):
+        with pytest.raises(ValueError, match="lock file|would overwrite|did not write"):
+            generate("student", out, book, force=force)
+        assert victim.read_text() == "precious"
+    generate("reader", tmp_path / "fresh", book)  # the same book still builds elsewhere
+
+
+def test_a_file_edited_while_teach_runs_is_not_overwritten(book, tmp_path, monkeypatch):
+    """The hashes are checked again just before the files move in."""
+    from mhacore.editions import outdir
+
+    out = tmp_path / "pack"
+    generate("student", out, book)
+    real_finish = outdir.finish
+
+    def edit_then_finish(target):
+        (out / "01-toy.ipynb").write_text("saved by Jupyter meanwhile")
+        return real_finish(target)
+
+    monkeypatch.setattr(outdir, "finish", edit_then_finish)
+    with pytest.raises(ValueError, match=r"would overwrite \['01-toy.ipynb'\]"):
+        generate("student", out, book)
+    assert (out / "01-toy.ipynb").read_text() == "saved by Jupyter meanwhile"
+
+
+def test_a_zip_made_and_then_left_alone_stays_teachs(book, tmp_path):
+    """--zip, then a run without it, then --zip again: the archive is still teach's."""
+    out = tmp_path / "pack"
+    generate("student", out, book, make_zip=True)
+    generate("student", out, book)
+    assert zipfile.is_zipfile(generate("student", out, book, make_zip=True))
+    (tmp_path / "pack.zip").write_bytes(b"the user's own archive now")
+    with pytest.raises(ValueError, match="teach did not make it"):
+        generate("student", out, book, make_zip=True)
+
+
+def test_a_linked_subfolder_is_not_written_through(book, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "course"
+    (out / "source").mkdir(parents=True)
+    (out / "source" / "week1").symlink_to(elsewhere, target_is_directory=True)
+    assert main(["nbgrader", "--out", str(out), "--book", str(book), "--force"]) == 2
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_two_runs_on_one_folder_are_kept_apart(book, tmp_path):

@@ -422,3 +422,66 @@ def test_tensors_without_real_values_are_refused_with_a_message(toy, tensor, wor
 def test_low_precision_tensors_are_read(toy):
     assert check("ex-t-num", torch.tensor(2.0, dtype=torch.bfloat16)).correct
     assert check("ex-t-vec", torch.tensor([1.0, 2.0], dtype=torch.float16)).correct
+
+
+# --- from a second adversarial review ----------------------------------------------------
+
+def test_a_str_subclass_cannot_run_code_through_its_methods(toy):
+    class Sneaky(str):
+        def strip(self, *args):
+            raise RuntimeError("ran")
+
+    assert check("ex-t-num", Sneaky("2.00")).correct
+
+
+def test_the_callers_own_timer_survives_a_check(toy):
+    import signal
+
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30.0)
+        check("ex-t-num", 2.0)
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 25.0 < left <= 30.0  # still running, less the time check took
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert fired == []
+
+
+def test_full_width_letters_are_the_same_symbols(toy):
+    assert check("ex-t-expr", "ｓｉｇｍａ^2/ｎ").correct
+    assert check("ex-t-num", "ｓｑｒｔ(4)").correct
+
+
+def test_a_term_that_vanishes_only_on_the_usual_range_is_seen(toy):
+    """The added term is 0 exactly for n in [0.5, 2], where points used to be drawn; it
+    escapes all eight wide points with probability 0.15**8, about 3e-7."""
+    trap = "(Abs(n - 2) - (2 - n)) + (Abs(n - 0.5) - (n - 0.5))"
+    assert not check("ex-t-expr", f"sigma**2/n + {trap}").correct
+
+
+@pytest.mark.parametrize("answer, words", [
+    (np.ma.masked, "a masked value is not a number"),
+    (torch.tensor(True), "not a tensor of booleans"),
+    (np.bool_(True), "is not a number"),
+    (10**400, "too large"),
+])
+def test_values_that_are_not_numbers_are_refused(toy, answer, words):
+    assert _unread("ex-t-num", answer, words)
+
+
+def test_exact_numbers_of_other_libraries_are_read(toy):
+    import decimal
+    import fractions
+
+    import mpmath
+
+    for answer in (fractions.Fraction(2, 1), decimal.Decimal("2.00"), mpmath.mpf("2")):
+        assert check("ex-t-num", answer).correct, answer
+
+
+@pytest.mark.parametrize("answer", [{1.0: 2.0}, {1.0, 2.0}, (x for x in (1.0, 2.0))])
+def test_a_vector_given_as_another_container_asks_for_a_list(toy, answer):
+    assert _unread("ex-t-vec", answer, "give a list")

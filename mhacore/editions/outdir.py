@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ MARKER = ".mhacore-teach"
 STAGE = ".mhacore-teach-staging"  # this run's files, before they move into the folder
 _LOCK = f".{MARKER}.lock"  # report_lock's name for the marker's lock file
 _OWN = (MARKER, STAGE, _LOCK)  # teach's bookkeeping: never listed, never packed
+_SENTINEL = ".staging"  # inside STAGE: says teach made it (anything else there is kept)
 
 
 @dataclass
@@ -56,6 +58,7 @@ class Target:
     archive: Path | None
     owned: dict = field(default_factory=dict)  # relative path -> sha256, unchanged files
     held: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    previous_archive: tuple = (None, None)  # the archive the marker records, and its hash
 
 
 def _sha256(path: Path) -> str:
@@ -71,7 +74,7 @@ def _files(folder: Path) -> list[str]:
     found = []
     for path in folder.rglob("*"):
         relative = path.relative_to(folder)
-        if relative.parts[0] not in _OWN and path.is_file() and not path.is_symlink():
+        if relative.parts[0] not in (*_OWN, _SENTINEL) and path.is_file() and not path.is_symlink():
             found.append(relative.as_posix())
     return sorted(found)
 
@@ -81,9 +84,12 @@ def _marker(folder: Path) -> dict | None:
     older kind, a list of paths without hashes, whose files are therefore never taken
     for teach's), ``pending`` and ``archive``; None when the folder has no readable
     marker."""
+    path = folder / MARKER
+    if path.is_symlink() or not path.is_file():  # a link, a FIFO (would block), a folder
+        return None
     try:
-        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        marker = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError, MemoryError):
         return None
     if not isinstance(marker, dict):
         return None
@@ -134,6 +140,8 @@ def prepare(out, *, force: bool = False, make_zip: bool = False) -> Target:
     ``--force`` where it would help). Takes the folder's lock and empties a staging folder
     an interrupted run left; nothing of the user's is touched."""
     folder = Path(out)
+    if folder.is_symlink() and not folder.is_dir():
+        raise ValueError(f"--out {str(folder)!r} is a symbolic link to no folder; give a folder")
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--out {str(folder)!r} is a file; give a folder to write the notebooks into")
     marker = _marker(folder) if folder.is_dir() else None
@@ -141,8 +149,10 @@ def prepare(out, *, force: bool = False, make_zip: bool = False) -> Target:
     if make_zip:
         resolved = folder.resolve()
         archive = resolved.parent / f"{resolved.name}.zip"
+        recorded = (marker or {}).get("archive_sha256")
         ours = (marker is not None and marker.get("archive") == archive.name
-                and archive.is_file() and marker.get("archive_sha256") in (None, _sha256(archive)))
+                and archive.is_file() and not archive.is_symlink()
+                and recorded is not None and recorded == _sha256(archive))
         if archive.exists() and not (ours or force):
             raise ValueError(f"{archive} already exists and teach did not make it; remove it, or pass "
                              "--force to overwrite it")
@@ -151,18 +161,45 @@ def prepare(out, *, force: bool = False, make_zip: bool = False) -> Target:
         raise ValueError(f"--out {str(folder)!r} holds files teach did not write (e.g. {sorted(others)[:3]}); "
                          "choose a new or empty folder, or pass --force to write beside them (teach "
                          "never overwrites or deletes a file it did not write)")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out {str(folder)!r} cannot be made ({exc.strerror or exc})") from None
     target = Target(folder, folder / STAGE, archive)
     try:
-        target.held.enter_context(report_lock(folder / MARKER))
+        target.held.enter_context(report_lock(folder / MARKER, follow=False))
     except ReportBusy as exc:
-        holder = str(exc).split("(process ", 1)[-1].split(")", 1)[0]
-        raise ValueError(f"--out {str(folder)!r} is being written by another teach run (process "
-                         f"{holder}); wait for it to finish, or choose another folder") from None
-    shutil.rmtree(target.stage, ignore_errors=True)  # left by an interrupted run
-    target.stage.mkdir()
+        message = str(exc)
+        if "(process " in message:
+            holder = message.split("(process ", 1)[-1].split(")", 1)[0]
+            message = (f"--out {str(folder)!r} is being written by another teach run (process "
+                       f"{holder}); wait for it to finish, or choose another folder")
+        raise ValueError(message) from None
+    except OSError as exc:  # a read-only folder
+        raise ValueError(f"--out {str(folder)!r} cannot be written ({exc.strerror or exc})") from None
+    try:
+        _clear_stage(target.stage)
+        target.stage.mkdir()
+        (target.stage / _SENTINEL).write_text("teach's staging folder\n", encoding="utf-8")
+    except OSError as exc:
+        target.held.close()
+        raise ValueError(f"--out {str(folder)!r} cannot be written ({exc.strerror or exc})") from None
+    except ValueError:
+        target.held.close()
+        raise
     target.owned = _owned(folder, _marker(folder))
+    target.previous_archive = (marker or {}).get("archive"), (marker or {}).get("archive_sha256")
     return target
+
+
+def _clear_stage(stage: Path) -> None:
+    """Remove the staging folder an interrupted run left; refuse anything else there."""
+    if not (stage.exists() or stage.is_symlink()):
+        return
+    if stage.is_symlink() or not stage.is_dir() or not (stage / _SENTINEL).is_file():
+        raise ValueError(f"{stage} is in the way of teach's staging folder and teach did not "
+                         "make it; move it away")
+    shutil.rmtree(stage)
 
 
 def abandon(target: Target) -> None:
@@ -172,12 +209,50 @@ def abandon(target: Target) -> None:
 
 
 def _write_marker(target: Target, written: dict, pending: dict, archive_sha: str | None) -> None:
-    record = {"written": written, "pending": pending,
-              "archive": target.archive.name if target.archive else None,
-              "archive_sha256": archive_sha}
-    tmp = target.folder / f"{MARKER}.tmp"
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+    if target.archive is not None:
+        archive = target.archive.name if archive_sha else None, archive_sha
+    else:  # this run made no archive: the one made before stays teach's while unchanged
+        archive = target.previous_archive
+    record = {"written": written, "pending": pending, "archive": archive[0],
+              "archive_sha256": archive[1]}
+    handle, tmp = tempfile.mkstemp(dir=target.folder, prefix=f"{MARKER}.", suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="utf-8") as stream:  # a fresh name: no link followed
+        stream.write(json.dumps(record, indent=1, sort_keys=True))
     os.replace(tmp, target.folder / MARKER)
+
+
+def _blocked(target: Target, new: dict) -> list[str]:
+    """The staged names that would replace something teach may not replace: a file (or
+    link, or folder) it did not write or that changed since, checked again just before
+    anything moves; or a path that passes through a link or a file inside the folder."""
+    blocked = []
+    root = target.folder.resolve()
+    for name in new:
+        destination = target.folder / name
+        parent = destination.parent
+        while parent != target.folder:  # every folder on the way: a real folder inside
+            if parent.is_symlink() or (parent.exists() and not parent.is_dir()):
+                blocked.append(name)
+                break
+            parent = parent.parent
+        else:
+            if os.path.lexists(destination):
+                owned = target.owned.get(name)
+                if (owned is None or destination.is_symlink() or not destination.is_file()
+                        or _sha256(destination) != owned
+                        or not destination.resolve().is_relative_to(root)):
+                    blocked.append(name)
+    return sorted(blocked)
+
+
+def _remove_empty_parents(folder: Path, top: Path) -> None:
+    """Remove ``folder`` and its parents up to ``top`` (excluded) while they are empty."""
+    while folder != top and folder.is_relative_to(top):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
 
 
 def finish(target: Target) -> Path:
@@ -186,8 +261,7 @@ def finish(target: Target) -> Path:
     file would replace a file teach did not write or that changed since."""
     try:
         new = {name: _sha256(target.stage / name) for name in _files(target.stage)}
-        blocked = sorted(name for name in new
-                         if (target.folder / name).exists() and name not in target.owned)
+        blocked = _blocked(target, new)
         if blocked:
             raise ValueError(
                 f"teach would overwrite {blocked[:5]} in {str(target.folder)!r}, which it did not "
@@ -197,7 +271,10 @@ def finish(target: Target) -> Path:
         # every file recognisably teach's
         _write_marker(target, target.owned, new, None)
         for name in sorted(set(target.owned) - set(new)):  # stale, and unchanged
-            (target.folder / name).unlink(missing_ok=True)
+            path = target.folder / name
+            if not path.is_symlink() and path.is_file() and _sha256(path) == target.owned[name]:
+                path.unlink()
+                _remove_empty_parents(path.parent, target.folder)
         for name in new:
             destination = target.folder / name
             destination.parent.mkdir(parents=True, exist_ok=True)
@@ -205,13 +282,22 @@ def finish(target: Target) -> Path:
         archive_sha = None
         if target.archive is not None:
             top = Path(target.archive.stem)
-            partial = target.archive.with_name(f".{target.archive.name}.tmp")
-            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
-                for name in new:
-                    zf.write(target.folder / name, top / name)
-            os.replace(partial, target.archive)
+            handle, partial = tempfile.mkstemp(dir=target.archive.parent,
+                                               prefix=f".{target.archive.name}.", suffix=".tmp")
+            os.close(handle)  # a fresh name: no link of anyone's is followed
+            try:
+                with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
+                    for name in new:
+                        zf.write(target.folder / name, top / name)
+                os.replace(partial, target.archive)
+            except BaseException:
+                Path(partial).unlink(missing_ok=True)
+                raise
             archive_sha = _sha256(target.archive)
         _write_marker(target, new, {}, archive_sha)
         return target.archive if target.archive is not None else target.folder
+    except OSError as exc:
+        raise ValueError(f"--out {str(target.folder)!r} cannot be written "
+                         f"({exc.strerror or exc}); the files teach wrote before are kept") from None
     finally:
         abandon(target)
