@@ -37,7 +37,8 @@ FUNCTIONS = ("sqrt", "exp", "log", "ln", "sin", "cos", "tan", "Abs", "Rational",
 # how many arguments each callable function takes (pi and E are constants, not calls)
 ARITY = {"sqrt": (1,), "exp": (1,), "log": (1, 2), "ln": (1,), "sin": (1,), "cos": (1,),
          "tan": (1,), "Abs": (1,), "Rational": (2,)}
-_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.BitXor, ast.USub, ast.UAdd)
+# ^ never reaches the tree: parse_answer rewrites it to ** first
+_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.USub, ast.UAdd)
 ALLOWED = "numbers, the operators + - * / ** ^ and parentheses"
 
 
@@ -51,7 +52,7 @@ def _constant_size(node: ast.AST) -> float:
         return abs(node.value)
     if isinstance(node, ast.UnaryOp):
         return _constant_size(node.operand)
-    if isinstance(node, ast.BinOp) and not isinstance(node.op, (ast.Pow, ast.BitXor)):
+    if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.Pow):
         return max(_constant_size(node.left), _constant_size(node.right))
     return float("inf")
 
@@ -62,7 +63,7 @@ _FLOAT_FUNCTIONS = {"sqrt": cmath.sqrt, "exp": cmath.exp, "log": cmath.log, "ln"
                     "Rational": lambda a, b: a / b}
 _FLOAT_OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
                     ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
-                    ast.Pow: lambda a, b: a ** b, ast.BitXor: lambda a, b: a ** b}
+                    ast.Pow: lambda a, b: a ** b}
 
 
 def _approximate(node: ast.AST):
@@ -112,13 +113,11 @@ def _check_node(node: ast.AST, names: frozenset) -> None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, _OPERATORS):
         return _check_node(node.operand, names)
     if isinstance(node, ast.BinOp) and isinstance(node.op, _OPERATORS):
-        if isinstance(node.op, (ast.Pow, ast.BitXor)) and \
+        if _is_power(node) and \
                 MAX_EXPONENT < _constant_size(node.right) < float("inf"):
             raise UnsafeAnswer(f"a constant exponent must lie between -{MAX_EXPONENT} and "
                                f"{MAX_EXPONENT}")
-        if isinstance(node.op, (ast.Pow, ast.BitXor)) and \
-                any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Pow, ast.BitXor))
-                    for n in ast.walk(node.right)) and \
+        if _is_power(node) and any(_is_power(n) for n in ast.walk(node.right)) and \
                 not any(isinstance(n, ast.Name) for n in ast.walk(node.right)):
             raise UnsafeAnswer("a power of a constant power is not allowed; simplify it")
         _check_node(node.left, names)
@@ -141,7 +140,7 @@ def _check_node(node: ast.AST, names: frozenset) -> None:
 
 
 def _is_power(node: ast.AST) -> bool:
-    return isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Pow, ast.BitXor))
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow)
 
 
 def _bound_work(node: ast.AST, depth: int = 0, calls: int = 0) -> int:

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = ["write_json_atomic", "out_problem", "report_target", "is_report", "report_lock",
-           "ReportBusy"]
+           "lock_file", "ReportBusy"]
 
 #: What each kind of report holds at its top level (``check --out``, ``sweep --out``).
 REPORT_KEYS = {"check": ("results", "seed", "scale"), "sweep": ("settings", "units")}
@@ -33,7 +33,19 @@ _MAX_REPORT_BYTES = 256 * 2**20  # a report is far smaller; a bigger file is no 
 
 
 class ReportBusy(RuntimeError):
-    """Another run holds the report's lock."""
+    """Another run holds the report's lock (``holder``: its pid as written in the lock
+    file), or the lock file cannot be used (``holder`` is None)."""
+
+    def __init__(self, message: str, holder: str | None = None):
+        super().__init__(message)
+        self.holder = holder
+
+
+def lock_file(out, *, follow: bool = True) -> Path:
+    """The hidden lock file of :func:`report_lock` for ``out``: ``.NAME.lock`` beside the
+    file ``out`` names (``follow=False``) or the file a link there points to."""
+    target = report_target(out) if follow else Path(out)
+    return target.parent / f".{target.name}.lock"
 
 
 def report_target(path) -> Path:
@@ -156,7 +168,7 @@ def report_lock(out, *, follow: bool = True):
         yield
         return
     target = report_target(out) if follow else Path(out)
-    lock = target.parent / f".{target.name}.lock"
+    lock = lock_file(out, follow=follow)
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     while True:
         try:
@@ -174,7 +186,7 @@ def report_lock(out, *, follow: bool = True):
             holder = os.read(handle, 64).decode(errors="replace").strip() or "another process"
             os.close(handle)
             raise ReportBusy(f"{target} is being written by another run (process {holder}); "
-                             "wait for it to finish, or write to another --out") from None
+                             "wait for it to finish, or write to another --out", holder) from None
         try:  # the file may have been removed by the run that held it: lock the new one
             same = os.fstat(handle).st_ino == os.lstat(lock).st_ino
         except FileNotFoundError:

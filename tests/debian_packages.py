@@ -94,16 +94,14 @@ def owners(files) -> dict[str, str | None]:
     files = sorted(set(map(str, files)))
 
     def ask(paths):
-        result = {}
+        wanted, result = set(paths), {}
         for start in range(0, len(paths), 500):
             out = subprocess.run(["dpkg", "-S", *paths[start:start + 500]],
                                  capture_output=True, text=True, check=False).stdout
-            for line in out.splitlines():
-                package, _, path = line.partition(": ")
-                if path in paths and ", " not in package:
-                    result[path] = package.split(":")[0]
-                elif path in paths:  # several packages share a directory: the first
-                    result[path] = package.split(", ")[0].split(":")[0]
+            for line in out.splitlines():  # "pkg[:arch][, pkg2...]: /path"
+                packages, _, path = line.partition(": ")
+                if path in wanted:  # a directory several packages share: the first
+                    result[path] = packages.split(", ")[0].split(":")[0]
         return result
 
     direct = ask(files)

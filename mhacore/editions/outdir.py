@@ -38,13 +38,13 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._report import ReportBusy, report_lock
+from .._report import ReportBusy, lock_file, report_lock
 
 __all__ = ["MARKER", "STAGE", "Target", "prepare", "finish", "abandon"]
 
 MARKER = ".mhacore-teach"
 STAGE = ".mhacore-teach-staging"  # this run's files, before they move into the folder
-_LOCK = f".{MARKER}.lock"  # report_lock's name for the marker's lock file
+_LOCK = lock_file(MARKER, follow=False).name  # the lock file report_lock keeps
 _OWN = (MARKER, STAGE, _LOCK)  # teach's bookkeeping: never listed, never packed
 _SENTINEL = ".staging"  # inside STAGE: says teach made it (anything else there is kept)
 
@@ -169,11 +169,9 @@ def prepare(out, *, force: bool = False, make_zip: bool = False) -> Target:
     try:
         target.held.enter_context(report_lock(folder / MARKER, follow=False))
     except ReportBusy as exc:
-        message = str(exc)
-        if "(process " in message:
-            holder = message.split("(process ", 1)[-1].split(")", 1)[0]
-            message = (f"--out {str(folder)!r} is being written by another teach run (process "
-                       f"{holder}); wait for it to finish, or choose another folder")
+        message = str(exc) if exc.holder is None else (
+            f"--out {str(folder)!r} is being written by another teach run (process "
+            f"{exc.holder}); wait for it to finish, or choose another folder")
         raise ValueError(message) from None
     except OSError as exc:  # a read-only folder
         raise ValueError(f"--out {str(folder)!r} cannot be written ({exc.strerror or exc})") from None
