@@ -79,10 +79,15 @@ class _Refusal(Exception):
 
 class _Parser(argparse.ArgumentParser):
     """Under ``torchrun`` every rank parses the same options: only rank 0 prints a
-    usage error (all exit with status 2), so the message appears once."""
+    usage error (all exit with status 2), so the message appears once. A ``RANK`` set by
+    hand (no torchrun) or one that is not a valid rank never silences the message."""
 
     def error(self, message):
-        if os.environ.get("RANK", "0") != "0":
+        from .distributed import launch_problem
+
+        rank = os.environ.get("RANK", "0").strip()
+        under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ and launch_problem() is None
+        if under_torchrun and rank.isdigit() and int(rank) != 0:
             sys.exit(2)
         super().error(message)
 
@@ -103,6 +108,29 @@ def _int_at_least(minimum: int):
 
 
 _seed_arg = _int_at_least(0)
+#: The most seeds one ``check --seeds`` run takes.
+MAX_SEEDS = 1000
+
+
+def _seeds_arg(text: str) -> list[int]:
+    """``--seeds``: ``A-B`` (every seed from A to B, both included, ``0 <= A <= B``), or
+    ``random:K``, K seeds (1 to 1000) that the command draws from the operating system and
+    records in the report, so that no one picks them by hand and a failure can be rerun."""
+    text = text.strip()
+    if text.startswith("random:"):
+        count = _int_at_least(1)(text[len("random:"):])
+        if count > MAX_SEEDS:
+            raise argparse.ArgumentTypeError(f"random:K takes at most {MAX_SEEDS} seeds; got {count}")
+        return sorted(int.from_bytes(os.urandom(4), "little") for _ in range(count))
+    first, sep, last = text.partition("-")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"give A-B (e.g. 1-20) or random:K; got {text!r}")
+    a, b = _seed_arg(first), _seed_arg(last)
+    if a > b:
+        raise argparse.ArgumentTypeError(f"A-B needs A <= B; got {text!r}")
+    if b - a + 1 > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"A-B spans at most {MAX_SEEDS} seeds; got {b - a + 1}")
+    return list(range(a, b + 1))
 
 
 def _before_work(parser, out: Path | None, kind: str | None) -> None:
@@ -203,9 +231,9 @@ def _kept_results(path: Path, report: dict) -> list[dict]:
     old = _load_report(path)
     if old is None:
         return []
-    for key in ("seed", "scale", "device"):
-        if old[key] != report[key]:
-            raise _Refusal(f"{path} was made with {key}={old[key]!r} and this run has {key}={report[key]!r}; "
+    for key in ("seed", "seeds", "scale", "device"):
+        if old.get(key) != report.get(key):
+            raise _Refusal(f"{path} was made with {key}={old.get(key)!r} and this run has {key}={report.get(key)!r}; "
                            f"refusing to mix or overwrite its results. Rerun with the same {key}, "
                            "or write to another --out")
     return [{**r, "provenance": r.get("provenance", old.get("provenance"))} for r in old["results"]]
@@ -216,6 +244,13 @@ def _write(out: Path, report: dict) -> None:
     from ._report import write_json_atomic
 
     write_json_atomic(out, report, indent=2)
+
+
+def _seed_span(seeds) -> str:
+    """``A-B`` for a run of consecutive seeds, else the seeds themselves."""
+    if seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
 
 
 def _check_rounds(ids, world):
@@ -242,9 +277,9 @@ def _run_checks(ids, args, report, lead):
     round. Alone it runs them in order; under ``torchrun`` see :func:`_check_rounds`."""
     from . import distributed, theorems
 
-    done = {r["theorem_id"] for r in report["results"]}
+    done = {r["theorem_id"] for r in report["results"] if r.get("seed", args.seed) == args.seed}
     for theorem_id in (i for i in ids if i in done and lead):
-        print(f"{theorem_id}: kept from {args.out}")
+        print(f"{theorem_id}: kept from {args.out}" + (f" (seed {args.seed})" if "seeds" in report else ""))
     start = time.perf_counter()
 
     def run(theorem_id):
@@ -262,9 +297,12 @@ def _run_checks(ids, args, report, lead):
             results = distributed.map_items(lambda i, b=batch: run_solo(b, i), len(batch))
         report["results"] += results  # rounds keep the order of ids
         report["wall_time_s"] = round(time.perf_counter() - start, 3)
+        if "seeds" in report:
+            report["calibration"] = theorems.calibration(report["results"])
         for result in results if lead else ():
+            seed = f", seed {args.seed}" if "seeds" in report else ""
             print(f"{theorems.CheckResult(**result).summary()}  "
-                  f"[{result['wall_time_s']:.1f} s]")
+                  f"[{result['wall_time_s']:.1f} s{seed}]")
         if lead and args.out is not None:
             _write(args.out, report)
 
@@ -291,12 +329,18 @@ def check(argv: list[str]) -> int:
                         help="torch device, e.g. cpu or cuda; must exist here (default: %(default)s)")
     parser.add_argument("--seed", type=_seed_arg, default=theorems.DEFAULT_SEED,
                         help="integer >= 0 seeding every check (default: %(default)s)")
+    parser.add_argument("--seeds", type=_seeds_arg, metavar="A-B|random:K",
+                        help="calibration: run every check at each seed (A-B, both included, or "
+                             "K seeds the command draws) and add per check the pass count and the "
+                             "spread of z = (estimate - prediction)/SE to the report")
     parser.add_argument("--out", type=_out_arg, help="JSON report, rewritten after each check")
     parser.add_argument("--resume", action="store_true",
                         help="keep every result already in --out and run only the missing checks; "
                              "refuses (exit 1) when --out was made with another seed, scale or "
                              "device, or is not a report")
     args = parser.parse_args(argv)
+    if args.seeds is not None and any(a == "--seed" or a.startswith("--seed=") for a in argv):
+        parser.error("give --seed or --seeds, not both")
     ids = list(dict.fromkeys(args.theorem or theorems.REGISTRY))  # a repeated id runs once
     unknown = [i for i in ids if i not in theorems.REGISTRY]
     if unknown:
@@ -311,6 +355,8 @@ def check(argv: list[str]) -> int:
     report = {"provenance": provenance(["python", "-m", "mhacore", "check", *argv]),
               "scale": args.scale, "device": args.device, "seed": args.seed, "results": [],
               "distributed": distributed.describe(ctx)}
+    if args.seeds is not None:  # a calibration report: results of every seed, and their spread
+        report.update(seed=args.seeds[0], seeds=args.seeds)
     held, busy = contextlib.ExitStack(), None
     if lead and args.out is not None:  # rank 0 alone writes the report
         try:
@@ -340,7 +386,9 @@ def check(argv: list[str]) -> int:
             report["results"] = kept
         try:
             with _sigterm_as_interrupt():
-                _run_checks(ids, args, report, lead)
+                for seed in args.seeds or [args.seed]:
+                    args.seed = seed
+                    _run_checks(ids, args, report, lead)
         except KeyboardInterrupt:
             saved = (f"{len(report['results'])} finished check(s) are saved in {args.out}; "
                      "rerun with --resume to continue"
@@ -349,7 +397,11 @@ def check(argv: list[str]) -> int:
             return 130
         requested = [r for r in report["results"] if r["theorem_id"] in ids]
         failed = [r["theorem_id"] for r in requested if not r["passed"]]
-        if lead:
+        if lead and args.seeds is not None:
+            print(theorems.calibration_table(theorems.calibration(requested)))
+            print(f"seeds {_seed_span(args.seeds)}: {len(requested) - len(failed)} passed, "
+                  f"{len(failed)} failed")
+        elif lead:
             print(f"{len(requested) - len(failed)} passed, {len(failed)} failed")
         distributed.teardown()
         return 1 if failed else 0

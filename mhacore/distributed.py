@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import math
 import os
 import threading
 import traceback
@@ -111,6 +112,9 @@ def launch_problem(environ=None) -> str | None:
     True
     """
     env = os.environ if environ is None else environ
+    problem = _launch_variable_problem(env)
+    if problem:
+        return problem
     if "RANK" in env:
         return None
     raw = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or "1"
@@ -124,6 +128,43 @@ def launch_problem(environ=None) -> str | None:
             "would run the whole job and write the same --out. Launch one torchrun per "
             "node instead (srun --ntasks-per-node 1 torchrun --nnodes $SLURM_NNODES "
             "...), or run one task (srun --ntasks 1)")
+
+
+def _launch_variable_problem(env) -> str | None:
+    """What is wrong with torchrun's variables or ``MHACORE_DIST_TIMEOUT_S`` (None if nothing).
+
+    >>> _launch_variable_problem({"RANK": "abc", "WORLD_SIZE": "2"})
+    "RANK must be an integer >= 0 (torchrun sets it); got 'abc'"
+    >>> _launch_variable_problem({"RANK": "2", "WORLD_SIZE": "2"})
+    'RANK must be below WORLD_SIZE = 2 (ranks count from 0); got 2'
+    >>> _launch_variable_problem({"MHACORE_DIST_TIMEOUT_S": "0"})
+    "MHACORE_DIST_TIMEOUT_S must be a finite number of seconds > 0; got '0'"
+    """
+    values = {}
+    for name, minimum in (("RANK", 0), ("LOCAL_RANK", 0), ("WORLD_SIZE", 1)):
+        raw = env.get(name)
+        if raw is None:
+            continue
+        try:
+            values[name] = int(raw.strip())
+        except ValueError:
+            values[name] = None
+        if values[name] is None or values[name] < minimum:
+            return f"{name} must be an integer >= {minimum} (torchrun sets it); got {raw!r}"
+    world = values.get("WORLD_SIZE", 1)
+    for name in ("RANK", "LOCAL_RANK"):
+        if values.get(name, 0) >= world:
+            return (f"{name} must be below WORLD_SIZE = {world} (ranks count from 0); "
+                    f"got {values[name]}")
+    raw = env.get(TIMEOUT_ENV)
+    if raw is not None:
+        try:
+            seconds = float(raw)
+        except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds > 0):
+            return f"{TIMEOUT_ENV} must be a finite number of seconds > 0; got {raw!r}"
+    return None
 
 
 def _launched_world() -> int:

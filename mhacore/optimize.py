@@ -315,7 +315,7 @@ class OptimizationResult:
 
 
 def optimize_subspaces(initial_bases, loss: Callable, *, n_steps=200, learning_rate=0.1,
-                       record_every=10, max_step=0.5) -> OptimizationResult:
+                       record_every=10, max_step=0.5, gradient_tolerance=None) -> OptimizationResult:
     """Riemannian gradient descent of ``loss`` over ``H`` key subspaces (claim C4).
 
     One step: Euclidean gradient ``G`` (torch autograd), tangent projection
@@ -330,13 +330,16 @@ def optimize_subspaces(initial_bases, loss: Callable, *, n_steps=200, learning_r
         ``loss(bases tensor (H, p, d_head)) -> (scalar tensor, dict of floats)``, e.g.
         :func:`design_mse_loss`.
     n_steps : int
-        Gradient steps (≥ 1).
+        Gradient steps (≥ 1); the most steps when ``gradient_tolerance`` is given.
     learning_rate : float
         Step size ``η > 0``.
     record_every : int
         Record history every this many steps (and at the first and last step).
     max_step : float
         Per-head cap on the Frobenius norm of ``η ξ`` (> 0): keeps early steps stable.
+    gradient_tolerance : float, optional
+        Stop at the first step whose Riemannian gradient norm ``‖ξ‖`` is at most this
+        (> 0); that step is recorded. ``None``: run all ``n_steps``.
 
     Returns
     -------
@@ -363,6 +366,8 @@ def optimize_subspaces(initial_bases, loss: Callable, *, n_steps=200, learning_r
     record_every = check_int(record_every, "record_every")
     learning_rate = check_positive(learning_rate, "learning_rate")
     max_step = check_positive(max_step, "max_step")
+    if gradient_tolerance is not None:
+        gradient_tolerance = check_positive(gradient_tolerance, "gradient_tolerance")
     bases = retract(torch.from_numpy(start))  # (H, p, d_head)
     history: dict[str, list] = {}
 
@@ -378,9 +383,10 @@ def optimize_subspaces(initial_bases, loss: Callable, *, n_steps=200, learning_r
         (gradient,) = torch.autograd.grad(value, u)
         direction = tangent_projection(bases, gradient)  # (H, p, d_head)
         grad_norm = float(direction.norm())
-        if step % record_every == 0 or step == n_steps:
+        last = step == n_steps or (gradient_tolerance is not None and grad_norm <= gradient_tolerance)
+        if step % record_every == 0 or last:
             record(step, value.detach(), terms, grad_norm)
-        if step == n_steps:
+        if last:
             break
         move = learning_rate * direction
         norms = move.norm(dim=(-2, -1), keepdim=True).clamp_min(1e-300)  # (H, 1, 1)

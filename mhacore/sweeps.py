@@ -204,7 +204,7 @@ def settings(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGMA
     """The sweep's settings: a row of :data:`SIZES` with ``overrides``, validated.
 
     Raises ``ValueError`` naming the setting: budgets ``D >= 2`` (one split has no
-    width to choose), sizes ``n >= 2``, ``blocks``, ``block_size``, ``m`` (queries per
+    width to choose), sizes ``n >= 2``, neither with a repeated value (both are sorted), ``blocks``, ``block_size``, ``m`` (queries per
     design) and ``p`` at least 1, ``p`` at least every budget.
 
     >>> settings("tiny", overrides={"blocks": 5})["blocks"]
@@ -219,6 +219,11 @@ def settings(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGMA
             raise ValueError(f"{key} must be a non-empty list of integers >= {minimum}; "
                              f"got {s[key]!r}")
         s[key] = [_count(v, key, minimum) for v in s[key]]
+        repeated = sorted({v for v in s[key] if s[key].count(v) > 1})
+        if repeated:
+            raise ValueError(f"{key} must not repeat a value (each is one row of the grid); "
+                             f"got {repeated[0]} more than once in {s[key]}")
+        s[key] = sorted(s[key])  # the grid's rows in ascending order, whatever the order given
     for key in ("blocks", "block_size", "m", "p"):
         s[key] = _count(s[key], key, 1)
     if max(s["budgets"]) > s["p"]:

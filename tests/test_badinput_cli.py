@@ -104,6 +104,16 @@ def test_check_report_gets_the_usual_permissions(calls, tmp_path):
     assert out.stat().st_mode & 0o777 == 0o664
 
 
+def _refused_before_work(command, tmp_path, calls):
+    """Run ``check`` or ``sweep`` (tiny) with an ``--out``: it must exit 2 before any work."""
+    out = tmp_path / "r.json"
+    argv = [command, *(["heads-width", "--size", "tiny"] if command == "sweep" else []),
+            "--out", str(out)]
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2 and calls == [] and not out.exists()
+
+
 @pytest.mark.parametrize("command", ["check", "sweep"])
 def test_several_slurm_tasks_without_torchrun_refuse(calls, capsys, monkeypatch, tmp_path,
                                                       command):
@@ -111,18 +121,35 @@ def test_several_slurm_tasks_without_torchrun_refuse(calls, capsys, monkeypatch,
     same --out; they refuse before any work."""
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.setenv("SLURM_NTASKS", "2")
-    out = tmp_path / "r.json"
-    argv = [command, *(["heads-width", "--size", "tiny"] if command == "sweep" else []),
-            "--out", str(out)]
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    assert info.value.code == 2 and calls == [] and not out.exists()
+    _refused_before_work(command, tmp_path, calls)
     assert "SLURM started 2 tasks of this command without torchrun" in capsys.readouterr().err
     from mhacore import distributed
     with pytest.raises(RuntimeError, match="without torchrun"):
         distributed.setup("cpu")
     monkeypatch.setenv("SLURM_NTASKS", "1")
     assert distributed.setup("cpu").world_size == 1
+
+
+@pytest.mark.parametrize("command", ["check", "sweep"])
+@pytest.mark.parametrize("env, message", [
+    ({"RANK": "abc", "WORLD_SIZE": "2"}, "RANK must be an integer >= 0 (torchrun sets it); got 'abc'"),
+    ({"RANK": "3", "WORLD_SIZE": "2"}, "RANK must be below WORLD_SIZE = 2"),
+    ({"RANK": "0", "WORLD_SIZE": "0"}, "WORLD_SIZE must be an integer >= 1"),
+    ({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "-1"}, "LOCAL_RANK must be an integer >= 0"),
+    ({"MHACORE_DIST_TIMEOUT_S": "abc"}, "MHACORE_DIST_TIMEOUT_S must be a finite number"),
+    ({"MHACORE_DIST_TIMEOUT_S": "0"}, "MHACORE_DIST_TIMEOUT_S must be a finite number"),
+    ({"MHACORE_DIST_TIMEOUT_S": "inf"}, "MHACORE_DIST_TIMEOUT_S must be a finite number"),
+])
+def test_bad_launch_variables_are_usage_errors_before_any_work(calls, capsys, monkeypatch, tmp_path,
+                                                               command, env, message):
+    """A mistyped launch variable is one clear message (exit 2), not a traceback or a
+    30-minute wait for a rendezvous that cannot happen."""
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MHACORE_DIST_TIMEOUT_S", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    _refused_before_work(command, tmp_path, calls)
+    assert message in capsys.readouterr().err
 
 
 def test_sigterm_ends_a_plain_check_like_ctrl_c(calls, capsys, tmp_path):
@@ -310,10 +337,21 @@ def test_resume_refuses_a_report_of_the_wrong_structure(calls, capsys, tmp_path,
 
 
 def test_under_torchrun_only_rank_0_prints_a_usage_error(calls, capsys, monkeypatch):
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")  # torchrun sets it in every rank
+    monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "1")
     assert _exit_code(["--seed", "-1"]) == 2
     assert capsys.readouterr().err == ""
     monkeypatch.setenv("RANK", "0")
+    assert _exit_code(["--seed", "-1"]) == 2
+    assert "--seed: must be an integer >= 0; got -1" in capsys.readouterr().err
+
+
+def test_a_rank_set_by_hand_does_not_silence_a_usage_error(calls, capsys, monkeypatch):
+    """RANK=1 without torchrun used to end with exit 2 and no word."""
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
     assert _exit_code(["--seed", "-1"]) == 2
     assert "--seed: must be an integer >= 0; got -1" in capsys.readouterr().err
 

@@ -4,12 +4,15 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from mhacore import theorems
 from mhacore.__main__ import check, doctor, main
 from mhacore.theorems import Measurement
+
+BOOK_ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_doctor_reports_the_stack_and_passes():
@@ -168,3 +171,59 @@ def test_doctor_reports_an_unimportable_torch_instead_of_crashing():
     assert proc.returncode == 1, proc.stderr
     assert "torch is installed but cannot be imported" in proc.stdout
     assert "missing required packages: torch (importable)" in proc.stdout
+
+
+def test_check_seeds_writes_a_calibration_report_and_resumes(toy_registry, tmp_path, capsys):
+    out = tmp_path / "calibration.json"
+    assert check(["--theorem", "toy-holds", "--seeds", "1-3", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["seeds"] == [1, 2, 3] and [r["seed"] for r in report["results"]] == [1, 2, 3]
+    cal = report["calibration"]["toy-holds"]
+    assert (cal["seeds"], cal["passed"], cal["z_mean"], cal["z_sd"]) == (3, 3, 2.0, 0.0)
+    printed = capsys.readouterr().out
+    assert "seeds 1-3: 3 passed, 0 failed" in printed and "toy-holds" in printed
+    # --resume runs only what is missing; another range is refused, file untouched
+    assert check(["--theorem", "toy-holds", "--seeds", "1-3", "--out", str(out), "--resume"]) == 0
+    assert toy_registry == ["toy-holds"] * 3
+    before = out.read_text()
+    assert check(["--theorem", "toy-holds", "--seeds", "1-4", "--out", str(out), "--resume"]) == 1
+    assert "seeds=[1, 2, 3]" in capsys.readouterr().err and out.read_text() == before
+
+
+def test_check_seeds_counts_failures_per_seed(toy_registry, capsys):
+    assert check(["--theorem", "toy-fails", "--seeds", "5-6"]) == 1
+    printed = capsys.readouterr().out
+    assert "seeds 5-6: 0 passed, 2 failed" in printed
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "3-1"], "A-B needs A <= B"),
+    (["--seeds", "x"], "give A-B"),
+    (["--seeds", "1-x"], "integer >= 0"),
+    (["--seeds", "random:0"], "integer >= 1"),
+    (["--seeds", "random:1001"], "at most 1000"),
+    (["--seeds", "0-5000"], "at most 1000"),
+    (["--seed", "1", "--seeds", "1-2"], "not both"),
+])
+def test_check_seeds_refuses_bad_ranges(toy_registry, capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        check(["--theorem", "toy-holds", *argv])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_fast_checks_hold_at_seeds_the_command_draws(tmp_path, capsys):
+    """A small calibration in every test run, at seeds nobody picked: the checks that took
+    under a second a seed in the committed calibration, at two seeds drawn by the command
+    (printed and kept in the report, so a failure can be rerun)."""
+    committed = json.loads((BOOK_ROOT / "reports" / "calibration-book.json").read_text())
+    times: dict[str, list[float]] = {}
+    for r in committed["results"]:
+        times.setdefault(r["theorem_id"], []).append(r["wall_time_s"])
+    fast = [i for i, t in times.items() if sum(t) / len(t) < 1.0]
+    assert len(fast) >= 10
+    out = tmp_path / "calibration.json"
+    argv = [a for i in fast for a in ("--theorem", i)]
+    code = check([*argv, "--seeds", "random:2", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert code == 0, f"seeds {report['seeds']}: {capsys.readouterr().out[-2000:]}"
+    assert len(report["seeds"]) == 2 and set(report["calibration"]) == set(fast)

@@ -171,12 +171,29 @@ def test_resume_keeps_units_and_extends_the_grid(tmp_path):
      r"budgets must be a non-empty list"),
     (lambda: sweeps.settings("tiny", overrides={"p": 0}), ValueError,
      r"p must be an integer >= 1; got 0"),
+    (lambda: sweeps.settings("tiny", overrides={"budgets": [8, 4, 8]}), ValueError,
+     r"budgets must not repeat a value .*; got 8 more than once in \[8, 4, 8\]"),
+    (lambda: sweeps.settings("tiny", overrides={"n_values": [20, 20]}), ValueError,
+     r"n_values must not repeat a value"),
     (lambda: sweeps.run_sweep("tiny", out="/nonexistent-mhacore/dir/s.json"), ValueError,
      r"out must be a writable report file; .*folder /nonexistent-mhacore/dir does not"),
 ])
 def test_validation(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_grid_sizes_are_sorted():
+    s = sweeps.settings("tiny", overrides={"budgets": [8, 4], "n_values": [200, 20]})
+    assert s["budgets"] == [4, 8] and s["n_values"] == [20, 200]
+
+
+def test_sweep_command_refuses_a_repeated_budget(capsys):
+    from mhacore.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", "heads-width", "--size", "tiny", "--budgets", "4", "4"])
+    assert exc.value.code == 2 and "budgets must not repeat a value" in capsys.readouterr().err
 
 
 def test_sweep_command_alone(tmp_path, capsys):

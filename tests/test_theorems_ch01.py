@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from mhacore import theorems
 from mhacore.theorems import DEFAULT_SEED, ch01_nw
 from mhacore.theorems._registry import interior_argmin
 
@@ -52,3 +53,19 @@ def test_mse_curves_in_two_dimensions():
     np.testing.assert_allclose(ch01_nw._signal(pts, 2), [1.0, 1.0], atol=1e-12)
     with pytest.raises(ValueError, match="dim must be 1 or 2; got 3"):
         ch01_nw.rate_experiment("book", dim=3)
+
+
+def test_rate_check_rejects_the_exponent_its_chapter_contrasts():
+    res = theorems.run("nw-bandwidth-rate", scale="book")
+    assert res.passed and (res.estimate + 0.25) / res.standard_error > 4  # -1/4 rejected
+    assert res.standard_error < res.details["bootstrap_se"]  # the bootstrap is conservative
+
+
+def test_log_h_star_variance_matches_the_spread_of_repeated_minimisers():
+    # the delta method against the direct spread of h* over independent batches of replicates
+    log_h = np.log(ch01_nw.bandwidth_grid(13))
+    batches = [ch01_nw.mse_curves(400, np.exp(log_h), replicates=60, n_queries=11, rng=s) for s in range(40)]
+    minimisers = [ch01_nw.argmin_log_bandwidth(log_h, c.mean(axis=0)) for c in batches]
+    delta = np.mean([ch01_nw.log_h_star_variance(log_h, c) for c in batches])
+    spread = np.var(minimisers, ddof=1)
+    assert 0.5 < delta / spread < 2  # an SE within a factor sqrt(2) (40 batches: spread ±23 %)

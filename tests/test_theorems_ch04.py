@@ -90,3 +90,22 @@ def test_small_angles_reports_worst_absolute_error():
     res = theorems.run("principal-angles-small", scale="book")
     assert res.prediction == 0.0 and 0 <= res.estimate <= 1e-14
     assert res.details["max_abs_error_arccos"] > 1e-9
+
+
+def test_monotone_model_lack_of_fit_is_against_the_law_not_the_simulation():
+    """An MSE curved in HDI through the model itself (correlation a power of the overlap):
+    simulation and exact model agree with each other, only the affine law can expose it."""
+    from mhacore.theorems.ch04_diversity import _monotone_model
+
+    m = _monotone_model("book", "cpu", theorems.DEFAULT_SEED, overlap_power=0.5)
+    assert m.details["max_abs_dev_from_affine"] > 0.1
+    assert abs(m.estimate - m.prediction) <= 4 * m.standard_error  # the slope alone passes
+    assert m.conditions == {"lack-of-fit chi2 <= critical": False}
+
+
+def test_frame_bound_condition_fails_for_a_bound_below_random_heads():
+    from mhacore.theorems.ch04_diversity import _frame_bound
+
+    m = _frame_bound("book", "cpu", theorems.DEFAULT_SEED, bound_shift=0.06)
+    assert m.conditions == {"20 random configurations at or below the bound": False}
+    assert all(_frame_bound("book", "cpu", theorems.DEFAULT_SEED).conditions.values())

@@ -3,6 +3,8 @@
 import math
 
 import numpy as np
+
+from mhacore import theorems
 import pytest
 
 from mhacore.theorems import ch06_heads_width as ch06
@@ -81,8 +83,8 @@ def test_budget_grid_one_generator_per_budget():
 
 
 def test_variance_factors_reproducible():
-    a = ch06.variance_factors(100, (4, 12), rng=5, designs=2, m=3)
-    b = ch06.variance_factors(100, (4, 12), rng=5, designs=2, m=3)
+    a = ch06.variance_factors(100, (6, 12), rng=5, designs=2, m=3)
+    b = ch06.variance_factors(100, (6, 12), rng=5, designs=2, m=3)
     assert a.shape == (2, 2) and np.array_equal(a, b) and np.all(a >= 1.0)  # n|w|^2 >= 1 by Cauchy-Schwarz
 
 
@@ -108,3 +110,27 @@ def test_exercise_6_2_simulation_approaches_the_limit_from_below():
     assert means[0] < means[1] < means[2]
     assert means[0] + 4 * ses[0] < 27 / 8  # clearly below the limit at n = 250
     assert abs(means[2] - 27 / 8) < ses[2]  # above it at n = 4000, by less than one SE (heavy tail)
+
+
+def test_design_se_bound_from_the_closed_form_moments():
+    # E e^{2A} - (E e^{A})^2 with A = (c^4/d) chi2_d, by quadrature over the chi-square law
+    from scipy import integrate, stats
+
+    for d in (6, 12):
+        a = ch06.SCALE**4 / d
+        moment = [integrate.quad(lambda x: np.exp(k * a * x + stats.chi2.logpdf(x, d)), 0, np.inf)[0]
+                  for k in (1, 2)]
+        assert ch06.limit_moment(d, 2) == pytest.approx(moment[1], rel=1e-8)
+        assert ch06.variance_factor(d) == pytest.approx(moment[0], rel=1e-8)
+    assert ch06.limit_moment(4, 4) == np.inf  # no fourth moment at d_k = 4 < 8c^4
+
+
+@pytest.mark.parametrize("perturbation", [dict(scale_error=1.05), dict(scale_error=0.95), dict(key_df=8)])
+def test_variance_ratio_fails_when_its_premise_is_violated(perturbation):
+    from mhacore.theorems.ch06_heads_width import _check_variance_ratio
+
+    m = _check_variance_ratio("book", "cpu", theorems.DEFAULT_SEED, **perturbation)
+    off = abs(m.estimate - m.prediction) > 4 * m.standard_error
+    assert off or not all(m.conditions.values())
+    if "key_df" in perturbation:  # heavy tails: the SE itself exceeds the design's bound
+        assert m.conditions == {"SE <= the design's bound": False}

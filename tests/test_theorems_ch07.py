@@ -112,3 +112,16 @@ def test_chapter_7_exercise_references():
     ratio = (0.2 + 0.8 * sum_of_squares(fibonacci_weights(16))) / (0.2 + 0.8 / 16)
     assert EXERCISES["ex-7-2"].reference == pytest.approx(ratio, rel=1e-12)
     assert check("ex-7-2", ratio).correct
+
+
+@pytest.mark.parametrize("perturbation", [dict(noise_scale=1.1), dict(shared_noise=0.1)])
+def test_heterogeneous_check_sees_a_wrong_noise_model(perturbation):
+    """The referee's perturbations: the paired difference alone passes them (it is dominated
+    by the deterministic bias difference); each weighting's own MSE does not."""
+    from mhacore.theorems.ch07_weights import _check_heterogeneous
+
+    m = _check_heterogeneous("book", "cpu", theorems.DEFAULT_SEED, **perturbation)
+    assert abs(m.estimate - m.prediction) <= 4 * m.standard_error  # the difference cannot see it
+    assert not all(m.conditions.values())
+    plain = _check_heterogeneous("book", "cpu", theorems.DEFAULT_SEED)
+    assert all(plain.conditions.values())

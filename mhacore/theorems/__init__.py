@@ -6,6 +6,7 @@ themselves in :data:`REGISTRY`.  See :func:`run` and :func:`run_checks`.
 
 from ._registry import (CLAIMS, DEFAULT_SEED, KINDS, REGISTRY, SCALES, CheckResult, Measurement,
                         Theorem, register, run, run_checks)
+from ._calibration import CALIBRATION_REPORT, calibration, calibration_table, load_calibration
 
 # Chapter modules register their checks on import; each is added by its chapter.
 from . import ch01_nw  # noqa: F401
@@ -18,4 +19,5 @@ from . import ch07_weights  # noqa: F401
 from . import ch08_ensembles  # noqa: F401
 
 __all__ = ["CLAIMS", "DEFAULT_SEED", "KINDS", "REGISTRY", "SCALES", "CheckResult", "Measurement", "Theorem",
-           "register", "run", "run_checks"]
+           "CALIBRATION_REPORT", "calibration", "calibration_table",
+           "load_calibration", "register", "run", "run_checks"]

@@ -219,8 +219,14 @@ def _check_equicorrelated(scale, device, seed):
                                     sum_sq=sum_of_squares(alpha)))
 
 
-def heterogeneous_run(scale, device, seed):
-    """Predictions ``(R, H, m)`` of quality-ordered heads on one design, and its decomposition inputs."""
+def heterogeneous_run(scale, device, seed, noise_scale=1.0, shared_noise=0.0):
+    """Predictions ``(R, H, m)`` of quality-ordered heads on one design, and its decomposition inputs.
+
+    ``noise_scale`` and ``shared_noise`` perturb the simulated noise away from the model the
+    prediction assumes (1 and 0 in the registered check): the noise sd is multiplied by
+    ``noise_scale``, and a fraction ``shared_noise`` of its variance is one draw shared by
+    every training point of a replicate (from a generator of its own, ``seed + 1``).
+    """
     s = SETTINGS[scale]
     rng = np.random.default_rng(seed)
     model = heterogeneous_model(s["n_heads"])
@@ -230,6 +236,13 @@ def heterogeneous_run(scale, device, seed):
     predictions = simulate_heads(model, mha, s["n"], queries, s["replicates"], rng, fixed_design=design,
                                  device=device)  # (R, H, m)
     weights = np.asarray(mha.weights(queries, design))  # (H, m, n)
+    if noise_scale != 1.0 or shared_noise:
+        # the design is fixed, so a prediction is W f(x) plus W ε: rescale the noise part, and
+        # add the shared part, which every head passes on whole (each row of W sums to 1)
+        noiseless = weights @ model.f(design)  # (H, m)
+        shared = np.random.default_rng(seed + 1).standard_normal((len(predictions), 1, 1))  # (R, 1, 1)
+        predictions = noiseless + noise_scale * (np.sqrt(1 - shared_noise) * (predictions - noiseless)
+                                                 + np.sqrt(shared_noise) * model.sigma * shared)
     return model, design, queries, predictions, weights
 
 
@@ -241,15 +254,23 @@ def heterogeneous_run(scale, device, seed):
     chapter="07-structured-weights",
     claim="For softmax NW heads ordered by quality (best first), MSE(uniform) − MSE(geometric, r = 1/2) measured "
           "by paired Monte Carlo equals the design-conditional prediction (C + bbᵀ from the attention weights), "
-          "and is positive.",
+          "and is positive; each weighting's MSE equals its own prediction.",
     symbolic="MSE(α) = αᵀ(C + bbᵀ)α averaged over queries, with C = σ²WWᵀ and b = Wf(x_i) − f(x) (chapter 3).",
     caveat="Conditional on one design; the gain exists because the heads differ in quality. With exchangeable "
            "heads uniform weights are optimal.",
-    power='Book scale (SE 3.1e-4 on 0.077): detects 4 SE ≈ 1.2e-3 (1.6 % of the gain); a gain of zero (uniform weights optimal) is rejected at z ≈ 250.'
+    power="Book scale (SE 3.1e-4 on 0.077): detects 4 SE ≈ 1.2e-3 (1.6 % of the gain); a gain of zero (uniform "
+          "weights optimal) is rejected at z ≈ 250. The difference alone is dominated by the deterministic bias "
+          "difference, so each weighting's own MSE must also match its prediction within 4 SE: a noise sd 10 % "
+          "too large fails (z = 4.0 uniform, 5.8 geometric; the difference alone z = −2.1), 5 % passes (2.8, 3.7); "
+          "10 % of the noise variance shared by all training points fails (z = 27; the difference alone z = 2.2), "
+          "2 % fails (z = 17).",
 )
 @distributed.sharded  # its replicates run through simulate_heads, shared by the ranks
-def _check_heterogeneous(scale, device, seed):
-    model, design, queries, predictions, weights = heterogeneous_run(scale, device, seed)
+def _check_heterogeneous(scale, device, seed, noise_scale=1.0, shared_noise=0.0):
+    """The registered check; ``noise_scale`` and ``shared_noise`` are perturbations it must detect
+    (see :func:`heterogeneous_run`)."""
+    model, design, queries, predictions, weights = heterogeneous_run(scale, device, seed, noise_scale,
+                                                                     shared_noise)
     n_heads = predictions.shape[1]
     uniform, geometric = uniform_weights(n_heads), geometric_weights(n_heads, GEOMETRIC_RATIO)
     fibonacci = fibonacci_weights(n_heads)[::-1]  # largest weight on the best (first) head
@@ -259,10 +280,22 @@ def _check_heterogeneous(scale, device, seed):
            for name, a in (("uniform", uniform), ("geometric", geometric), ("fibonacci", fibonacci))}
     se = standard_error(diff)
     fib_diff = paired_mse_difference(predictions, target, uniform, fibonacci)
+    # each weighting's own MSE against its prediction (4 SE): the difference alone is dominated
+    # by the deterministic bias difference and cannot see a wrong noise level
+    conditions, own = {}, {}
+    for name, alpha in (("uniform", uniform), ("geometric", geometric)):
+        squared = (np.einsum("h,rhm->rm", alpha, predictions - target) ** 2).mean(axis=1)  # (R,)
+        own[name] = (float(squared.mean()), standard_error(squared))
+        conditions[f"MSE({name}) within 4 SE"] = abs(own[name][0] - mse[name]) <= 4 * own[name][1]
     return Measurement(estimate=float(diff.mean()), prediction=float(mse["uniform"] - mse["geometric"]),
-                       standard_error=se,
+                       standard_error=se, conditions=conditions,
                        details=dict(replicates=len(diff), z=float(diff.mean() / se),
                                     mse_uniform=mse["uniform"], mse_geometric=mse["geometric"],
                                     mse_fibonacci=mse["fibonacci"],
+                                    mc_mse_uniform=own["uniform"][0], mc_mse_uniform_se=own["uniform"][1],
+                                    mc_mse_geometric=own["geometric"][0],
+                                    mc_mse_geometric_se=own["geometric"][1],
+                                    z_uniform=(own["uniform"][0] - mse["uniform"]) / own["uniform"][1],
+                                    z_geometric=(own["geometric"][0] - mse["geometric"]) / own["geometric"][1],
                                     fibonacci_gain=float(fib_diff.mean()),
                                     fibonacci_gain_se=standard_error(fib_diff)))
