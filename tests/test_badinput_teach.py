@@ -335,3 +335,28 @@ def test_two_runs_on_one_folder_are_kept_apart(book, tmp_path):
     assert not (tmp_path / "pack.zip").exists() and not (out / "answer-key.html").exists()
     archive = generate("student", out, book, make_zip=True)
     assert not any("answer-key" in n for n in zipfile.ZipFile(archive).namelist())
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda root: (root / "_toc.yml").write_text(
+        (root / "_toc.yml").read_text().replace("book/02-toy", "book/02-tyo")),
+     "_toc.yml names 'book/02-tyo', but"),
+    (lambda root: (root / "book" / "02-toy.md").write_text(""),
+     "02-toy.md is not an executable MyST notebook"),
+    (lambda root: (root / "book" / "02-toy.md").write_text("# no front matter\n"),
+     "02-toy.md is not an executable MyST notebook"),
+    (lambda root: (root / "_toc.yml").write_text("root: book/index\nparts:\n  - caption: [x\n"),
+     "_toc.yml is not readable YAML (line 4)"),
+    (lambda root: (root / "_toc.yml").write_text("- just\n- a list\n"),
+     "_toc.yml must be a mapping with a root page"),
+    (lambda root: (root / "_toc.yml").write_text("root: book/index\nparts:\n  - chapters: [3]\n"),
+     "every part must list chapters, each with a file"),
+])
+def test_a_table_of_contents_or_chapter_it_cannot_read_is_named(book, tmp_path, capsys, damage,
+                                                                message):
+    """A typo in _toc.yml or an emptied chapter used to be skipped without a word (the
+    notebooks came out one short) or to end in a traceback."""
+    damage(book)
+    out = tmp_path / "out"
+    assert main(["reader", "--out", str(out), "--book", str(book)]) == 2
+    assert message in capsys.readouterr().err and not out.exists()

@@ -227,3 +227,17 @@ def test_fast_checks_hold_at_seeds_the_command_draws(tmp_path, capsys):
     report = json.loads(out.read_text())
     assert code == 0, f"seeds {report['seeds']}: {capsys.readouterr().out[-2000:]}"
     assert len(report["seeds"]) == 2 and set(report["calibration"]) == set(fast)
+
+
+def test_calibration_reads_the_rule_not_the_condition_names(toy_registry):
+    """A tolerance check with a condition named "... SE ..." stays a tolerance check."""
+    @theorems.register("toy-exact", title="t", chapter="c", claim="", kind="identity", claim_id="C0")
+    def _exact(scale, device, seed):
+        return Measurement(estimate=1e-15, prediction=0.0, rule="atol", atol=1e-12,
+                           conditions={"SE below its ceiling": True})
+
+    rows = [theorems.run("toy-exact", seed=s).to_dict() for s in (1, 2)]
+    assert rows[0]["rule"] == "atol" and "SE" in rows[0]["tolerance_rule"]
+    cal = theorems.calibration(rows)["toy-exact"]
+    assert cal["rule"] == "atol" and cal["gap_over_tolerance_max"] == pytest.approx(1e-3)
+    assert "gap/tolerance" in theorems.calibration_table({"toy-exact": cal})

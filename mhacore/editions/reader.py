@@ -446,19 +446,43 @@ def references_cell(markdown: str, book: Book) -> str:
 # --- the book and its reader notebooks ----------------------------------------------------
 
 def _read_toc(book_root: Path) -> dict:
-
+    """The parsed ``_toc.yml`` of ``book_root``, or ``ValueError`` saying what is wrong with it."""
     toc_file = Path(book_root) / "_toc.yml"
     if not toc_file.is_file():
         raise ValueError(f"book_root must hold the book's _toc.yml; not found: {toc_file}")
-    return yaml.safe_load(toc_file.read_text(encoding="utf-8"))
+    try:
+        toc = yaml.safe_load(toc_file.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 1})" if where is not None else ""
+        raise ValueError(f"{toc_file} is not readable YAML{at}: "
+                         f"{getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(toc, dict) or not isinstance(toc.get("root"), str):
+        raise ValueError(f"{toc_file} must be a mapping with a root page; got {type(toc).__name__}")
+    parts = toc.get("parts", [])
+    if not isinstance(parts, list) or not all(
+            isinstance(part, dict) and isinstance(part.get("chapters", []), list)
+            and all(isinstance(c, dict) and isinstance(c.get("file"), str)
+                    for c in part.get("chapters", []))
+            for part in parts):
+        raise ValueError(f"{toc_file}: every part must list chapters, each with a file; "
+                         f"got parts {parts!r:.200}")
+    return toc
 
 
 def toc_pages(book_root: Path) -> list[Path]:
-    """Every page of ``_toc.yml`` (root first), as paths to their ``.md`` sources."""
+    """Every page of ``_toc.yml`` (root first), as paths to their ``.md`` sources.
+
+    A page that ``_toc.yml`` names but that has no ``.md`` source (a typo) is a
+    ``ValueError`` naming the entry."""
     toc = _read_toc(book_root)
     files = [toc["root"]] + [c["file"] for part in toc.get("parts", [])
                              for c in part.get("chapters", [])]
-    return [Path(book_root) / f"{f}.md" for f in files if (Path(book_root) / f"{f}.md").is_file()]
+    missing = [f for f in files if not (Path(book_root) / f"{f}.md").is_file()]
+    if missing:
+        raise ValueError(f"_toc.yml names {missing[0]!r}, but {Path(book_root) / missing[0]}.md "
+                         "does not exist")
+    return [Path(book_root) / f"{f}.md" for f in files]
 
 
 def chapter_numbers(book_root: Path) -> dict[str, int]:
@@ -560,6 +584,20 @@ def reader_notebooks(book_root: Path, edition: str = "reader") -> dict:
 
 
 def chapter_sources(book_root: Path) -> list[Path]:
-    """The numbered executable chapters (``book/NN-slug.md``) of ``_toc.yml``, in order."""
-    return [p for p in toc_pages(book_root) if re.match(r"\d\d-", p.name)
-            and "kernelspec:" in p.read_text("utf-8")[:3000]]
+    """The numbered executable chapters (``book/NN-slug.md``) of ``_toc.yml``, in order.
+
+    A numbered chapter that is not an executable MyST notebook (empty, unreadable, or with
+    no ``kernelspec`` in its front matter) is a ``ValueError`` naming it."""
+    chapters = []
+    for page in toc_pages(book_root):
+        if not re.match(r"\d\d-", page.name):
+            continue
+        try:
+            head = page.read_text("utf-8")[:3000]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"chapter {page} cannot be read: {exc}") from None
+        if not (head.startswith("---") and "kernelspec:" in head):
+            raise ValueError(f"chapter {page} is not an executable MyST notebook (no front matter "
+                             "with a kernelspec); fix it or take it out of _toc.yml")
+        chapters.append(page)
+    return chapters

@@ -67,7 +67,8 @@ def calibration(results) -> dict:
         grouped.setdefault(r["theorem_id"], []).append(r)
     out = {}
     for theorem_id, rows in grouped.items():
-        by_se = "SE" in rows[0]["tolerance_rule"]
+        by_se = (rows[0]["rule"] == "4se" if rows[0].get("rule")
+                 else "SE" in rows[0]["tolerance_rule"].split(" and ")[0])
         entry = {"kind": rows[0].get("kind", ""), "claim_id": rows[0].get("claim_id", ""),
                  "rule": "4se" if by_se else "atol", "seeds": len(rows),
                  "passed": sum(bool(r["passed"]) for r in rows),

@@ -115,6 +115,15 @@ class CheckResult:
     details: dict
     kind: str = ""  # reports written before checks declared their kind have none
     claim_id: str = ""
+    rule: str = ""  # "4se" or "atol"; older reports have only tolerance_rule
+
+    @property
+    def by_standard_error(self) -> bool:
+        """Whether the check is judged at 4 SE (else by a tolerance); condition names
+        appended to ``tolerance_rule`` do not confuse it."""
+        if self.rule:
+            return self.rule == "4se"
+        return "SE" in self.tolerance_rule.split(" and ")[0]
 
     @property
     def verdict(self) -> str:
@@ -132,7 +141,7 @@ class CheckResult:
         to 79 characters."""
         gap = abs(self.estimate - self.prediction)
         failed = [name for name, ok in self.details.get("conditions", {}).items() if not ok]
-        if "SE" in self.tolerance_rule:
+        if self.by_standard_error:
             lines = [f"    estimate {self.estimate:.6g} ± {self.standard_error:.3g} (SE), "
                      f"prediction {self.prediction:.6g} -> {self.verdict}"]
         else:
@@ -270,7 +279,7 @@ def run(theorem_id: str, *, scale: str = "book", device: str = "cpu",
     return CheckResult(theorem_id, theorem.title, theorem.chapter, theorem.claim,
                        float(m.estimate), float(m.prediction), float(m.standard_error),
                        float(tolerance), rule, passed, scale, str(device), seed,
-                       round(wall, 3), details, theorem.kind, theorem.claim_id)
+                       round(wall, 3), details, theorem.kind, theorem.claim_id, m.rule)
 
 
 def run_checks(theorem_ids=None, *, scale: str = "book", device: str = "cpu",
