@@ -77,7 +77,7 @@ book-zh: $(STAMP)
 	@echo "Open the Chinese book: $(CURDIR)/_build/html/zh/index.html"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest
 
 pdf: $(STAMP)
 	.ci/install-debian pdf

@@ -102,20 +102,3 @@ def html_dir(strict_build):
         pytest.fail("the strict build failed; see test_strict_build_has_no_warnings")
     return html
 
-
-# --- two workers (pytest -n 2 --dist loadgroup, as `make test` runs it) ------------------
-
-#: Session fixtures that build the book: every test that uses one runs on the same worker,
-#: so the book is built once per run, not once per worker.
-BUILD_FIXTURES = {"strict_build", "book_cache", "html_dir"}
-
-
-def pytest_collection_modifyitems(config, items):
-    """Group the tests for ``--dist loadgroup``: those that need the book's build in one
-    group, every other file in a group of its own (its module fixtures are made once)."""
-    for item in items:
-        if BUILD_FIXTURES & set(getattr(item, "fixturenames", ())):
-            group = "book-build"
-        else:
-            group = Path(str(item.fspath)).name
-        item.add_marker(pytest.mark.xdist_group(group))
