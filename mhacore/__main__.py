@@ -248,8 +248,8 @@ def _write(out: Path, report: dict) -> None:
 
 def _seed_span(seeds) -> str:
     """``A-B`` for a run of consecutive seeds, else the seeds themselves."""
-    if seeds == list(range(seeds[0], seeds[-1] + 1)):
-        return f"{seeds[0]}-{seeds[-1]}"
+    if len(seeds) > 1 and seeds[-1] - seeds[0] + 1 == len(seeds) == len(set(seeds)):
+        return f"{seeds[0]}-{seeds[-1]}"  # consecutive (never build the range: seeds are up to 2^32)
     return ", ".join(map(str, seeds))
 
 

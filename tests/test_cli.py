@@ -241,3 +241,11 @@ def test_calibration_reads_the_rule_not_the_condition_names(toy_registry):
     cal = theorems.calibration(rows)["toy-exact"]
     assert cal["rule"] == "atol" and cal["gap_over_tolerance_max"] == pytest.approx(1e-3)
     assert "gap/tolerance" in theorems.calibration_table({"toy-exact": cal})
+
+
+def test_seed_span_of_far_apart_seeds_is_cheap():
+    # drawn seeds reach 2^32: naming them must not build the range between them
+    from mhacore.__main__ import _seed_span
+
+    assert _seed_span([3, 4_000_000_000]) == "3, 4000000000"
+    assert _seed_span([1, 2, 3]) == "1-3" and _seed_span([7]) == "7"
