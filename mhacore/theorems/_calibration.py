@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._registry import judged_by_standard_error
+
 __all__ = ["CALIBRATION_REPORT", "calibration", "calibration_table", "load_calibration"]
 
 #: The committed calibration at book scale (``check --seeds 1-20``).
@@ -67,8 +69,7 @@ def calibration(results) -> dict:
         grouped.setdefault(r["theorem_id"], []).append(r)
     out = {}
     for theorem_id, rows in grouped.items():
-        by_se = (rows[0]["rule"] == "4se" if rows[0].get("rule")
-                 else "SE" in rows[0]["tolerance_rule"].split(" and ")[0])
+        by_se = judged_by_standard_error(rows[0].get("rule", ""), rows[0]["tolerance_rule"])
         entry = {"kind": rows[0].get("kind", ""), "claim_id": rows[0].get("claim_id", ""),
                  "rule": "4se" if by_se else "atol", "seeds": len(rows),
                  "passed": sum(bool(r["passed"]) for r in rows),

@@ -119,11 +119,8 @@ class CheckResult:
 
     @property
     def by_standard_error(self) -> bool:
-        """Whether the check is judged at 4 SE (else by a tolerance); condition names
-        appended to ``tolerance_rule`` do not confuse it."""
-        if self.rule:
-            return self.rule == "4se"
-        return "SE" in self.tolerance_rule.split(" and ")[0]
+        """Whether the check is judged at 4 SE (else by a tolerance)."""
+        return judged_by_standard_error(self.rule, self.tolerance_rule)
 
     @property
     def verdict(self) -> str:
@@ -151,6 +148,19 @@ class CheckResult:
                      f"-> {self.verdict}"]
         lines += [f"    condition failed: {name}"[:80] for name in failed]
         return "\n".join([f"{self.theorem_id}:", *lines])
+
+
+def judged_by_standard_error(rule: str, tolerance_rule: str) -> bool:
+    """Whether a result with this ``rule`` ("4se", "atol", or "" in reports older than
+    the field) and ``tolerance_rule`` text is judged at 4 SE; condition names appended to
+    the text do not confuse it.
+
+    >>> judged_by_standard_error("", "|estimate - prediction| <= atol and SE below a bound")
+    False
+    """
+    if rule:
+        return rule == "4se"
+    return "SE" in tolerance_rule.split(" and ")[0]
 
 
 def standard_error(terms) -> float:
