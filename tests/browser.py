@@ -56,6 +56,23 @@ PAGE_FACTS_JS = """
 """
 
 
+@contextlib.contextmanager
+def playwright_page(viewport: dict, media: str = "screen"):
+    """A Playwright page in Debian's Chromium, ``viewport`` wide, with ``media`` emulated
+    (``"screen"`` or ``"print"``); the browser closes when the block ends."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=[
+            flag for flag in CHROMIUM_FLAGS if flag != "--headless"])
+        try:
+            page = browser.new_page(viewport=viewport)
+            page.emulate_media(media=media)
+            yield page
+        finally:
+            browser.close()
+
+
 def chromium_path() -> str | None:
     """The Chromium executable, or None when it is not installed."""
     for name in ("chromium", "chromium-browser", "google-chrome"):

@@ -1,4 +1,5 @@
-"""Hypothesis profile for the unit tests (DESIGN.md house rule 10): reproducible in CI."""
+"""The unit tests' Hypothesis profile (DESIGN.md house rule 10: reproducible in CI), and
+the session's long builds, started in the background (tests/builds.py)."""
 
 import os
 
@@ -12,3 +13,77 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 settings.register_profile("ci", deadline=None, derandomize=True, database=None, max_examples=40)
 settings.load_profile("ci")
+
+
+# --- the long builds: started in the background, read at the end (tests/builds.py) ------
+
+import pytest
+
+from builds import BUILD_COMMAND, BUILDS, FIXTURE_BUILDS, ROOT, built_html, jupyter_book
+
+
+def _skipped(item) -> bool:
+    return any(mark.args and mark.args[0] is True for mark in item.iter_markers("skipif"))
+
+
+def _builds_read(item) -> list[str]:
+    names = getattr(item, "fixturenames", ())
+    return [FIXTURE_BUILDS[f] for f in names if f in FIXTURE_BUILDS]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Tests that read a build go last, in their order; the rest run while it builds."""
+    early = [item for item in items if not _builds_read(item)]
+    items[:] = early + [item for item in items if _builds_read(item)]
+
+
+def pytest_collection_finish(session):
+    if session.config.option.collectonly:
+        return
+    for item in session.items:
+        if not _skipped(item):
+            for name in _builds_read(item):
+                BUILDS.start(name)
+
+
+def pytest_sessionfinish(session):
+    BUILDS.stop()
+
+
+@pytest.fixture(scope="session")
+def book_tools():
+    """The repository root, the strict build's arguments and a ``jupyter-book`` runner."""
+    return ROOT, BUILD_COMMAND, jupyter_book
+
+
+@pytest.fixture(scope="session")
+def book_cache():
+    """The session's jupyter-cache folder (``tests/builds.py``)."""
+    return BUILDS.result("book_cache")
+
+
+@pytest.fixture(scope="session")
+def strict_build():
+    """``(process, html folder)`` of the whole book built strictly, once per session;
+    the tests decide what counts as failure."""
+    return BUILDS.result("strict_build")
+
+
+@pytest.fixture(scope="session")
+def html_dir(strict_build):
+    """The strict build's HTML folder; fails the test when that build failed."""
+    try:
+        return built_html()
+    except RuntimeError as error:
+        pytest.fail(str(error))
+
+
+@pytest.fixture(scope="session")
+def reader_runs():
+    """``(written, executed, process)``: ``teach reader``'s notebooks, and each executed
+    in a plain kernel in a folder of its own; fails the test when one could not run."""
+    written, executed, proc = BUILDS.result("reader_runs")
+    if proc.returncode != 0:
+        pytest.fail("running the reader notebooks failed:\n"
+                    + (proc.stdout + proc.stderr)[-5000:])
+    return written, executed, proc

@@ -99,6 +99,34 @@ def test_printed_outputs_fit_the_page_and_carry_no_warnings(html_dir):
     assert not faults, "\n".join(faults)
 
 
+SELF_CHECK = re.compile(r"""check\(\s*["'](ex-\d+-\d+)["']\s*,\s*answer""")
+
+
+def self_checks_shown(html, root):
+    """``{chapter: (labels self-checked, page text)}`` of a built site's chapters."""
+    from bs4 import BeautifulSoup
+
+    from mhacore.editions.reader import chapter_sources
+
+    shown = {}
+    for source in chapter_sources(root):
+        page = html / "book" / f"{source.stem}.html"
+        text = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser").get_text(" ")
+        shown[source.stem] = (set(SELF_CHECK.findall(source.read_text("utf-8"))), text)
+    return shown
+
+
+def test_self_checks_say_your_turn_on_the_site(html_dir, book_tools):
+    """The build runs the hidden solutions, but no page shows their verdict: every
+    self-check shows the reply a reader gets before answering, as the notebooks do."""
+    shown = self_checks_shown(html_dir, book_tools[0])
+    assert sum(len(labels) for labels, _ in shown.values()) >= 10
+    for stem, (labels, text) in shown.items():
+        assert "Correct (ex-" not in text and "Not yet (ex-" not in text, stem
+        for label in labels:
+            assert f"Your turn ({label})" in text, (stem, label)
+
+
 @pytest.fixture
 def failing_book(tmp_path, book_tools):
     """A throwaway book with the project's configuration and one chapter that raises."""

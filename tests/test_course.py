@@ -259,18 +259,12 @@ def test_slides_are_built_offline(strict_build):
 # --- the student edition ---------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def student_site(tmp_path_factory, book_tools, book_cache):
+def student_site():
     """``make book-student``'s build (the site's configuration with MHACORE_EDITION=student)
-    into a temporary folder, from the session's execution cache: the chapters are executed
-    once, by whichever of this build and the strict build comes first."""
-    root, build_command, _ = book_tools
-    out = tmp_path_factory.mktemp("student-build")
-    exe = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(exe), *build_command, "--path-output", str(out), str(root)],
-                          env=dict(os.environ, MHACORE_EDITION="student",
-                                   MHACORE_BOOK_CACHE=str(book_cache)), cwd=root,
-                          capture_output=True, text=True, timeout=1800)
-    return proc, out / "_build" / "html"
+    into a temporary folder, from the session's execution cache (tests/builds.py)."""
+    from builds import BUILDS
+
+    return BUILDS.result("student_site")
 
 
 def test_student_site_has_no_solution_text(student_site):

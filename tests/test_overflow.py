@@ -1,10 +1,11 @@
 """Pages that fit: no code, output or math block of the main column scrolls sideways, on
 screen at 1280 px or printed on A4 paper (print media, 794 px: A4's 210 mm at 96 px per
-inch). Playwright drives Debian's Chromium; the test is skipped when either is missing."""
+inch), and on a phone (390 px) no printed result wraps: it scrolls inside its box.
+Playwright drives Debian's Chromium; the test is skipped when either is missing."""
 
 import pytest
 
-from browser import chromium_path, serve, site_pages
+from browser import chromium_path, playwright_page, serve, site_pages
 
 try:
     from playwright.sync_api import sync_playwright
@@ -16,6 +17,7 @@ needs_browser = pytest.mark.skipif(
     reason="needs Chromium (Debian package chromium) and playwright (requirements.txt)")
 
 SCREEN = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
 PRINT = {"width": 794, "height": 1123}  # A4 at 96 px per inch
 BLOCKS = ("pre", "div.cell_output", "mjx-container[display='true']", "div.math")
 # Every block of the main column wider than its box (one pixel of rounding allowed),
@@ -41,24 +43,21 @@ async (selectors) => {
 """
 
 
-def overflowing(urls: list[str], viewport: dict, media: str) -> dict[str, list[str]]:
-    """``{url: [description of each overflowing block]}`` for the pages that have any."""
+def page_faults(urls: list[str], viewport: dict, media: str, script: str, *args) -> dict:
+    """``{page: faults}`` for the pages where ``script`` (run with ``args``) finds any."""
     found = {}
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium_path(), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        try:
-            page = browser.new_page(viewport=viewport)
-            page.emulate_media(media=media)
-            for url in urls:
-                page.goto(url, wait_until="load")
-                wide = page.evaluate(OVERFLOW_JS, list(BLOCKS))
-                if wide:
-                    found[url.rsplit("/", 2)[-1]] = wide
-        finally:
-            browser.close()
+    with playwright_page(viewport, media) as page:
+        for url in urls:
+            page.goto(url, wait_until="load")
+            faults = page.evaluate(script, *args)
+            if faults:
+                found[url.rsplit("/", 2)[-1]] = faults
     return found
+
+
+def overflowing(urls: list[str], viewport: dict, media: str) -> dict[str, list[str]]:
+    """``{page: [description of each overflowing block]}`` for the pages that have any."""
+    return page_faults(urls, viewport, media, OVERFLOW_JS, list(BLOCKS))
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +87,56 @@ def test_the_detector_catches_a_wide_block(tmp_path):
     with serve(tmp_path) as base:
         wide = overflowing([f"{base}/index.html"], SCREEN, "screen")
     assert list(wide) == ["index.html"] and len(wide["index.html"]) == 1
+
+
+# Every output block of the main column whose text takes more lines on screen than it
+# has (the distinct tops of its text's line boxes): a line wrapped at the box's edge.
+WRAPPED_JS = """
+() => {
+  const main = document.querySelector(".bd-article") || document.body;
+  const wrapped = [];
+  for (const pre of main.querySelectorAll("div.cell_output pre")) {
+    if (pre.clientWidth === 0) continue;
+    const lines = pre.textContent.replace(/\\n+$/, "").split("\\n").length;
+    const range = document.createRange();
+    range.selectNodeContents(pre);
+    const tops = new Set();
+    for (const box of range.getClientRects()) {
+      if (box.width > 0) tops.add(Math.round(box.top));
+    }
+    if (tops.size > lines) {
+      const section = pre.closest("section[id]");
+      wrapped.push(`#${section ? section.id : "?"}: ${lines} lines shown in ${
+        tops.size}: ${pre.textContent.trim().slice(0, 60)}`);
+    }
+  }
+  return wrapped;
+}
+"""
+
+
+def wrapped_outputs(urls: list[str], viewport: dict) -> dict[str, list[str]]:
+    """``{page: [each output block whose lines wrap]}`` on screen at ``viewport``."""
+    return page_faults(urls, viewport, "screen", WRAPPED_JS)
+
+
+@needs_browser
+def test_the_wrap_detector_catches_a_wrapped_output(tmp_path):
+    line = "n = 100   MSE = 0.123 ± 0.004   " * 4
+    cell = '<div class="cell_output"><pre style="white-space:{}">{}\nend</pre></div>'
+    for white_space, expected in (("pre-wrap", 1), ("pre", 0)):
+        (tmp_path / "index.html").write_text(
+            f'<html><body><div class="bd-article">{cell.format(white_space, line)}'
+            "</div></body></html>")
+        with serve(tmp_path) as base:
+            wrapped = wrapped_outputs([f"{base}/index.html"], PHONE)
+        assert len(wrapped.get("index.html", [])) == expected, (white_space, wrapped)
+
+
+@needs_browser
+def test_results_scroll_inside_their_box_on_a_phone(served):
+    """At 390 px a wide result table scrolls sideways inside its box; no line wraps."""
+    chapters = [url for url in served if "/book/0" in url]
+    assert len(chapters) >= 8
+    wrapped = wrapped_outputs(chapters, PHONE)
+    assert not wrapped, "\n".join(f"{page}: {w}" for page, ws in wrapped.items() for w in ws)

@@ -163,21 +163,12 @@ def test_prose_free_text_is_not_a_message():
 # --- the zh build --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def editions(html_dir, tmp_path_factory, book_cache):
-    """Both editions as published: the English site, and the Chinese one in its ``zh/``.
+def editions(html_dir):
+    """Both editions as published: the English site, and the Chinese one in its ``zh/``
+    (``tests/builds.py``). Returns ``(process, site)``."""
+    from builds import BUILDS
 
-    Returns ``(process, site)``. The English pages are linked in, not copied; the zh build
-    reads the strict English build's executed notebooks.
-    """
-    site = tmp_path_factory.mktemp("editions")
-    for entry in html_dir.iterdir():
-        (site / entry.name).symlink_to(entry)
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "i18n.py"), "html",
-                           "--out", str(site / "zh"), "--english-root",
-                           str(html_dir.parent.parent)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=1500,
-                          env=dict(os.environ, MHACORE_BOOK_CACHE=str(book_cache)))
-    return proc, site
+    return BUILDS.result("zh_site")
 
 
 @pytest.fixture(scope="module")
@@ -391,21 +382,18 @@ needs_tex_cjk = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def zh_pdf(html_dir, tmp_path_factory, book_cache):
+def zh_pdf(html_dir):
     """The Chinese book as one PDF, from the strict English build's executed notebooks;
     returns its path and its text, one string per page."""
-    out = tmp_path_factory.mktemp("zh-pdf")
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "i18n.py"), "pdf",
-                           "--latex-out", str(out / "latex"), "--pdf", str(out / "book-zh.pdf"),
-                           "--english-root", str(html_dir.parent.parent)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=1500,
-                          env=dict(os.environ, MHACORE_BOOK_CACHE=str(book_cache)))
+    from builds import BUILDS
+
+    proc, path = BUILDS.result("zh_pdf")
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
     assert "Executing notebook" not in log, "the Chinese PDF executed a chapter again"
-    text = subprocess.run(["pdftotext", "-layout", str(out / "book-zh.pdf"), "-"],
+    text = subprocess.run(["pdftotext", "-layout", str(path), "-"],
                           capture_output=True, text=True, check=True).stdout
-    return out / "book-zh.pdf", text.split("\f")
+    return path, text.split("\f")
 
 
 def chinese_titles() -> list[str]:

@@ -8,10 +8,13 @@ would carry solutions out another way:
 - the page sources (``_sources``) and the download button, which offers the chapters with
   their answer cells;
 - the launch (Binder) buttons and the repository, issue and edit buttons, which all lead
-  to the full sources with the solutions;
-- the outputs of the self-check cells: the build ran each chapter with its (hidden)
-  solution cells, so every check said "Correct". Each such output is replaced by the reply
-  a student sees before answering, ``check(label, None)`` ("Your turn ...").
+  to the full sources with the solutions.
+
+Every edition (the reader's site, the PDF, the Chinese pages, and the student site) shows
+the self-checks as a reader meets them: the build ran each chapter with its hidden
+solution cells, so every check said "Correct". ``YourTurnOutputs`` replaces each such
+output by the reply a reader sees before answering, ``check(label, None)`` ("Your turn
+..."), which is also what the downloaded notebooks print.
 """
 
 import os
@@ -57,14 +60,12 @@ def your_turn_nodes(label: str) -> list:
 
 
 class YourTurnOutputs(SphinxTransform):
-    """In the student edition, show each self-check cell's "Your turn" reply, not the
-    verdict on the hidden solution."""
+    """In every edition, show each self-check cell's "Your turn" reply, not the verdict on
+    the hidden solution."""
 
     default_priority = 900
 
     def apply(self):
-        if not is_student_edition():
-            return
         for cell in list(self.document.findall(nodes.container)):
             if cell.get("nb_element") != "cell_code":
                 continue
