@@ -99,6 +99,8 @@ def test_title_page_names_version_commit_and_date(pdf):
     first_page = words(text.split("\f")[0])
     assert re.search(rf"{re.escape(__version__)}, commit \w+\+?, built \d{{4}}-\d\d-\d\d",
                      first_page), first_page[:500]
+    assert "Text, figures and slides: CC BY 4.0" in first_page, first_page[:500]
+    assert "code: MIT" in first_page
 
 
 @needs_tex

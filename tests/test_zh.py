@@ -286,6 +286,15 @@ def zh_visits(editions, zh_html):
 
 
 @needs_chromium
+def test_sidebars_open_and_close_in_the_chinese_edition(zh_html):
+    """tests/test_navigation.py's check, on the Chinese pages."""
+    from test_navigation import toggle_runs
+
+    faults = toggle_runs(zh_html)
+    assert not faults, "\n".join(faults)
+
+
+@needs_chromium
 def test_zh_pages_load_without_console_errors_or_outside_requests(zh_visits):
     assert len(zh_visits) >= 5
     assert not {page: v.errors for page, v in zh_visits.items() if v.errors}

@@ -7,6 +7,9 @@ a pybtex style, ``authoryear``, whose labels are "Breiman, 2001", "Krogh and Ved
 ``bibtex_default_style``.
 """
 
+import collections
+import string
+
 from pybtex.plugin import register_plugin
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
@@ -15,9 +18,18 @@ from mhacore.editions.references import author_year_label  # shared with the sli
 
 
 class AuthorYearLabelStyle(BaseLabelStyle):
+    """Author–year labels; works that share one get "a", "b", ... in the order listed
+    ("Fokoué et al., 2026a"), as the labels of one bibliography must differ."""
+
     def format_labels(self, sorted_entries):
-        for entry in sorted_entries:
-            yield author_year_label(entry)
+        labels = [author_year_label(entry) for entry in sorted_entries]
+        shared = {label for label in labels if labels.count(label) > 1}
+        seen = collections.Counter()
+        for label in labels:
+            if label in shared:
+                seen[label] += 1
+                label += string.ascii_lowercase[seen[label] - 1]
+            yield label
 
 
 class AuthorYearStyle(UnsrtStyle):

@@ -37,6 +37,11 @@ PDF_NAME = "book.pdf"  # `make pdf` copies the whole-book PDF to the site's root
 PDF_BUTTON = {"en": ("book (.pdf)", "The whole book as one PDF"),
               "zh": ("全书 (.pdf)", "整本书的 PDF")}
 HERE = Path(__file__).resolve().parent
+# The licences (LICENSE, LICENSE-TEXT.md), named in every page's footer and on the PDF's
+# title page, in the edition's language.
+TEXT_LICENCE_URL = "https://creativecommons.org/licenses/by/4.0/"
+LICENCE_LINE = {"en": "Text, figures and slides: {cc}; code: MIT.",
+                "zh": "正文、图与幻灯片：{cc}；代码：MIT。"}
 # Characters the PDF's text and code fonts (FreeFont's Sans and Mono) lack, taken from
 # FreeSerif, which has them (the PDF test fails on any missing glyph in the LaTeX log).
 FALLBACK_CHARACTERS = "✅❌✓✗ᵀ"
@@ -127,15 +132,27 @@ def _configure(app, config):
     if url:
         theme["repository_url"] = url
         theme["use_repository_button"] = theme["use_issues_button"] = True
-    theme["extra_footer"] = f'<p class="mhacore-provenance">{stamp}</p>'
+    language = (config.language or "en").split("_")[0]
+    licence = LICENCE_LINE.get(language, LICENCE_LINE["en"])
+    # No header band: pydata-sphinx-theme 0.17 renders one whenever a navbar slot is
+    # filled (its search button fills one by default), with a second, hidden pair of
+    # sidebar toggles that its scripts bind instead of the visible ones in the article
+    # header, so on a phone the chapter list never opened; it also doubled the search
+    # box. Search stays in the primary sidebar and on Ctrl+K (tests/test_navigation.py).
+    for slot in ("navbar_start", "navbar_center", "navbar_end", "navbar_persistent"):
+        theme[slot] = []
+    link = f'<a href="{TEXT_LICENCE_URL}">CC BY 4.0</a>'
+    theme["extra_footer"] = (f'<p class="mhacore-provenance">{stamp}</p>'
+                             f'<p class="mhacore-licence">{licence.format(cc=link)}</p>')
     config.html_static_path = [*config.html_static_path, str(HERE / "static")]
     # The PDF: makeindex instead of xindy (Debian's TeX Live ships no xindy by default;
     # the book has no index), a stand-in for the bbm package, and the preamble above.
     config.latex_use_xindy = False
     config.latex_additional_files = [*config.latex_additional_files,
                                      str(HERE / "latex" / "bbm.sty")]
+    title_licence = licence.format(cc=rf"CC BY 4.0 (\url{{{TEXT_LICENCE_URL}}})")
     config.latex_elements = {**config.latex_elements, "preamble": config.latex_elements.get(
-        "preamble", "") + LATEX_PREAMBLE}
+        "preamble", "") + LATEX_PREAMBLE + rf"\authoraddress{{{title_licence}}}" + "\n"}
     config.myst_substitutions = {**(config.myst_substitutions or {}),
                                  "repository_url": theme.get("repository_url", "")}
 
