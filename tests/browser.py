@@ -56,6 +56,15 @@ PAGE_FACTS_JS = """
 """
 
 
+def has_playwright() -> bool:
+    """Chromium and the playwright package are both installed."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:  # pragma: no cover - requirements.txt installs it
+        return False
+    return chromium_path() is not None
+
+
 @contextlib.contextmanager
 def playwright_page(viewport: dict, media: str = "screen"):
     """A Playwright page in Debian's Chromium, ``viewport`` wide, with ``media`` emulated

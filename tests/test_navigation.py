@@ -5,15 +5,10 @@ Debian's Chromium; the tests are skipped when either is missing."""
 
 import pytest
 
-from browser import chromium_path, playwright_page, serve
-
-try:
-    import playwright.sync_api  # noqa: F401
-except ImportError:  # pragma: no cover - requirements.txt installs it
-    playwright = None
+from browser import has_playwright, playwright_page, serve
 
 needs_browser = pytest.mark.skipif(
-    chromium_path() is None or playwright is None,
+    not has_playwright(),
     reason="needs Chromium (Debian package chromium) and playwright (requirements.txt)")
 
 WIDTHS = (390, 800, 1280)

@@ -5,15 +5,10 @@ Playwright drives Debian's Chromium; the test is skipped when either is missing.
 
 import pytest
 
-from browser import chromium_path, playwright_page, serve, site_pages
-
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - requirements.txt installs it
-    sync_playwright = None
+from browser import has_playwright, playwright_page, serve, site_pages
 
 needs_browser = pytest.mark.skipif(
-    chromium_path() is None or sync_playwright is None,
+    not has_playwright(),
     reason="needs Chromium (Debian package chromium) and playwright (requirements.txt)")
 
 SCREEN = {"width": 1280, "height": 900}
