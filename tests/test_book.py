@@ -127,6 +127,45 @@ def test_self_checks_say_your_turn_on_the_site(html_dir, book_tools):
             assert f"Your turn ({label})" in text, (stem, label)
 
 
+# "chapter 3", "Chapters 1 and 2", "chapters 1–5" in English; "第 3 章" in Chinese
+CHAPTER_MENTION = re.compile(r"\b[Cc]hapters? \d|第\s*\d+\s*章")
+
+
+def unlinked_chapter_mentions(html) -> dict[str, list[str]]:
+    """``{page: [sentence]}``: a built page's prose that names a chapter by its number
+    outside a link (code, math and headings aside)."""
+    from bs4 import BeautifulSoup
+
+    found = {}
+    for page in sorted(html.glob("book/*.html")):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        article = soup.select_one(".bd-article") or soup
+        for node in article.select("a, code, pre, .math, script, style, h1, h2, h3, h4, "
+                                   "mjx-container, .cell_output"):
+            node.decompose()
+        text = " ".join(article.get_text(" ").split())
+        hits = [text[max(0, m.start() - 40):m.end() + 20]
+                for m in CHAPTER_MENTION.finditer(text)]
+        if hits:
+            found[page.name] = hits
+    return found
+
+
+def test_the_mention_check_finds_an_unlinked_chapter(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "a.html").write_text(
+        '<div class="bd-article"><p>As <a href="b.html">chapter 2</a> shows, and as '
+        "chapter 3 does, <code>chapter 4</code> 第 5 章.</p></div>", encoding="utf-8")
+    found = unlinked_chapter_mentions(tmp_path)
+    assert [len(found["a.html"])] == [2] and "chapter 3" in found["a.html"][0]
+
+
+def test_every_chapter_mention_is_a_link(html_dir):
+    """Every "chapter N" in the book's prose is a cross-reference."""
+    found = unlinked_chapter_mentions(html_dir)
+    assert not found, found
+
+
 @pytest.fixture
 def failing_book(tmp_path, book_tools):
     """A throwaway book with the project's configuration and one chapter that raises."""

@@ -285,6 +285,13 @@ def zh_visits(editions, zh_html):
     return visit_site(site, "zh")
 
 
+def test_every_chapter_mention_is_a_link_in_chinese(zh_html):
+    """Every "第 N 章" of the Chinese prose is a cross-reference, as in English."""
+    from test_book import unlinked_chapter_mentions
+
+    assert not unlinked_chapter_mentions(zh_html)
+
+
 @needs_chromium
 def test_sidebars_open_and_close_in_the_chinese_edition(zh_html):
     """tests/test_navigation.py's check, on the Chinese pages."""
