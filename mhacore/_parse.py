@@ -173,7 +173,7 @@ def _refuse_decimal_comma(text: str) -> None:
     match = re.search(r"\d,\d", text)
     if match:
         raise UnsafeAnswer(f"it has a comma between digits ({match.group()}); write decimals "
-                           "with a decimal point, e.g. 1.04, not 1,04")
+                           "with a decimal point, e.g. 2.5, not 2,5")
 
 
 def parse_answer(text: str, symbols: dict | None = None):
@@ -182,7 +182,7 @@ def parse_answer(text: str, symbols: dict | None = None):
     Parameters
     ----------
     text : str
-        The answer, e.g. ``"sigma**2/n"`` or ``"1.041"``; ``^`` means a power.
+        The answer, e.g. ``"sigma**2/n"`` or ``"2.718"``; ``^`` means a power.
     symbols : dict of str to sympy.Symbol, optional
         The names the answer may use and the symbols they stand for.
 

@@ -1,13 +1,25 @@
 """Self-checking exercises: say right or wrong without revealing the answer.
 
-Each computational or derivation exercise of the book is registered here with its
-reference answer and the precision it asks for. A student calls :func:`check` with a label
-and an answer; the reply says whether the answer is right (agreeing with the reference to
-the stated number of significant figures, or equal as a SymPy expression) and, when it is
-not, gives a hint, never the reference value: the hint for a common mistake when the answer
-is that mistake, a general hint otherwise.
+Each computational or derivation exercise of the book is registered here with the
+precision it asks for. A student calls :func:`check` with a label and an answer; the reply
+says whether the answer is right and, when it is not, gives a hint, never the answer: the
+hint for a common mistake when the answer is that mistake, a general hint otherwise.
 
-Answers given as strings (``"1.041"``, ``"sigma**2/n"``) are parsed by
+The package holds no answer in readable form. Each exercise is *sealed*
+(:func:`seal_exercise`): it keeps salted PBKDF2 hashes of the answer rounded to the
+precision asked (a number to its significant figures, a vector entry by entry, an integer
+exactly), of the answer one figure short (for "Close"), and of each common mistake; a
+formula is kept as the hash of its values at a few fixed points. :func:`check` rounds or
+evaluates the student's answer the same way and compares hashes. The book's exercises are
+read from ``exercise_seals.json`` beside this module, which ``tools/exercise_answers.py``
+writes from the answers in the clear (kept in the repository, not in the package).
+
+What the seal does not stop: a number asked to 3 significant figures is one of about
+2,000 candidates per power of ten, and each hash takes about 0.05 s, so a student who
+writes a loop can recover it in minutes; the seal keeps answers from being *read*, not
+from being searched for. A formula cannot be searched for that way.
+
+Answers given as strings (``"2.718"``, ``"sigma**2/n"``) are parsed by
 :func:`mhacore._parse.parse_answer`, which checks the syntax tree against a whitelist
 before SymPy sees it: a string is never evaluated, so an answer cannot run code.
 
@@ -19,13 +31,17 @@ from __future__ import annotations
 
 import cmath
 import contextlib
+import hashlib
+import json
 import math
 import re
 import numbers
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
@@ -34,9 +50,13 @@ from mhacore._parse import UnsafeAnswer, parse_answer
 KINDS = ("number", "vector", "expression")
 
 
+SEALS = Path(__file__).with_name("exercise_seals.json")
+ITERATIONS = 50_000  # PBKDF2-SHA256 rounds per hash: about 0.05 s on one core
+
+
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise with a checkable answer.
+    """One exercise with a checkable answer, sealed (see :func:`seal_exercise`).
 
     Parameters
     ----------
@@ -50,19 +70,25 @@ class Exercise:
         What ``answer`` must be, in a few words (shown when the answer is missing).
     hint : str
         A nudge shown after a wrong answer that matches no listed mistake.
-    reference : float, list of float or str
-        The answer (a SymPy string for expressions); never shown.
     sig_figs : int or None
-        For numbers and vectors: an answer is right when it agrees with the reference to
-        this many significant figures, i.e. within half a unit of the last one. ``None``
-        means exact (an integer answer).
-    mistakes : tuple of (answer, hint) pairs
-        Common wrong answers (judged like an answer, at the same precision) and the hint
-        each deserves.
+        For numbers and vectors: an answer is right when, rounded to this many
+        significant figures, it is the answer rounded the same way. ``None`` means exact
+        (an integer answer).
     symbols : tuple of str
         For expressions: the names of the symbols the answer may use, as SymPy prints them
-        (``"B^2"``, ``"rho_0"``). The reference refers to each by the name with everything
-        but letters, digits and underscores removed (``B2``, ``rho_0``).
+        (``"B^2"``, ``"rho_0"``). An answer may spell each without the characters that are
+        not letters, digits or underscores (``B2``, ``rho_0``).
+    size : int or None
+        For vectors: how many entries the answer has.
+    salt, iterations : str, int
+        The hashes' salt and PBKDF2 rounds.
+    answer, close : tuple of str
+        Hashes of the answer at the precision asked, and one significant figure short.
+    mistakes : tuple of (tuple of str, str)
+        Hashes of each common wrong answer, with the hint it deserves.
+    points : tuple of dict
+        For expressions: the points (symbol name to a rational, as a string) at which an
+        answer's values are hashed.
     """
 
     label: str
@@ -70,10 +96,27 @@ class Exercise:
     kind: str
     prompt: str
     hint: str
-    reference: object = field(repr=False)
     sig_figs: int | None = 3
-    mistakes: tuple = field(default=(), repr=False)
     symbols: tuple = ()
+    size: int | None = None
+    salt: str = ""
+    iterations: int = ITERATIONS
+    answer: tuple = field(default=(), repr=False)
+    close: tuple = field(default=(), repr=False)
+    mistakes: tuple = field(default=(), repr=False)
+    points: tuple = field(default=(), repr=False)
+
+    def to_json(self) -> dict:
+        """The exercise as plain JSON values (``exercise_seals.json`` holds a list)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Exercise":
+        data = dict(data)
+        for key in ("symbols", "answer", "close", "points"):
+            data[key] = tuple(data.get(key, ()))
+        data["mistakes"] = tuple((tuple(hashes), hint) for hashes, hint in data["mistakes"])
+        return cls(**data)
 
     @property
     def precision(self) -> str:
@@ -116,28 +159,174 @@ def register_exercise(exercise: Exercise) -> Exercise:
     return exercise
 
 
-def agreeing_figures(answer, reference, sig_figs: int | None) -> int:
-    """How many significant figures (up to ``sig_figs``) ``answer`` shares with
-    ``reference``, entry by entry (the smallest over entries); ``sig_figs`` when equal.
+# --- sealing: what the package keeps of an answer ----------------------------------------
 
-    An answer agrees to k figures when it lies within half a unit of the reference's k-th
-    significant figure. With ``sig_figs=None`` only exact equality counts (returns 1 or 0).
+def _digest(salt: str, iterations: int, text: str) -> str:
+    return hashlib.pbkdf2_hmac("sha256", text.encode(), salt.encode(), iterations).hex()
+
+
+def _figures(x: float, sig_figs: int | None) -> str:
+    """``x`` rounded to ``sig_figs`` significant figures, as text; with ``None``, the
+    integer ``x`` is (a non-integer has no such form).
 
     Examples
     --------
-    >>> agreeing_figures(1.041, 1.0408377994, 3), agreeing_figures(1.1, 1.0408377994, 3)
-    (3, 1)
+    >>> _figures(2.7182818, 3), _figures(-0.0, 3), _figures(7.0, None)
+    ('2.72e+00', '0', '7')
     """
-    answer, reference = np.asarray(answer, float), np.asarray(reference, float)
     if sig_figs is None:
-        return int(np.array_equal(answer, reference))
-    for k in range(sig_figs, 0, -1):
-        scale = 10.0 ** (np.floor(np.log10(np.where(reference == 0, 1.0, np.abs(reference))))
-                         - k + 1)
-        # the 1e-12 allows for the binary rounding of decimal answers such as 3.37
-        if np.all(np.abs(answer - reference) <= 0.5 * scale * (1 + 1e-12)):
-            return k
-    return 0
+        return str(int(x)) if float(x).is_integer() else "not an integer"
+    text = f"{x:.{sig_figs - 1}e}"
+    return "0" if float(text) == 0 else text
+
+
+def _answer_form(values, sig_figs: int | None) -> str:
+    """A number's or a vector's form at ``sig_figs``: its entries rounded, joined."""
+    return "|".join(_figures(float(v), sig_figs) for v in np.ravel(values))
+
+
+def _reference_forms(values, sig_figs: int | None) -> set[str]:
+    """Every form an answer may take to agree with ``values`` at ``sig_figs``: the
+    rounding of each entry and, for an entry within 1e-9 (relative) of a rounding
+    boundary, the rounding on the other side too."""
+    import itertools
+
+    options = []
+    for x in np.ravel(np.asarray(values, dtype=float)):
+        nudge = 1e-9 * abs(float(x))
+        near = {float(x)} if sig_figs is None else {x - nudge, float(x), x + nudge}
+        options.append(sorted({_figures(v, sig_figs) for v in near}))
+    return {"|".join(combo) for combo in itertools.product(*options)}
+
+
+def _symbol_names(symbols) -> tuple[dict, dict]:
+    """The exercise's symbols by printed name, and by every spelling an answer may use."""
+    import sympy as sp
+
+    by_name = {name: sp.Symbol(name, positive=True) for name in symbols}
+    spellings = {}
+    for name, symbol in by_name.items():
+        spellings[_identifier(name)] = symbol
+        spellings[_identifier(name).replace("_", "")] = symbol  # rho0 for rho_0
+    return by_name, spellings
+
+
+def _value_text(expression, point: dict) -> str:
+    """The value of ``expression`` at ``point`` to 10 significant figures (real and
+    imaginary parts), or ``nan`` where it has no finite value."""
+    try:
+        value = complex(expression.evalf(30, subs=point))
+    except (OverflowError, TypeError, ValueError, ZeroDivisionError):
+        return "nan"
+    if not cmath.isfinite(value):
+        return "nan"
+
+    def part(x):
+        return "0" if abs(x) < 1e-20 * max(1.0, abs(value)) else f"{x:.9e}"
+    return f"{part(value.real)},{part(value.imag)}"
+
+
+def _expression_form(expression, points, symbols) -> str:
+    """An expression's form: its values at ``points`` (name to rational), joined."""
+    import sympy as sp
+
+    by_name = _symbol_names(symbols)[0]
+    return "|".join(_value_text(expression, {by_name[n]: sp.Rational(v)
+                                             for n, v in point.items()})
+                    for point in points)
+
+
+def _draw_points(salt: str, symbols) -> list[dict]:
+    """Points at which formulas are compared, drawn from the salt: five where the book's
+    formulas live (each symbol uniform in [0.5, 2]) and three far from it (below 0.4,
+    above 3, and log-uniform in [0.01, 100]), so that a term made to vanish on the usual
+    range is seen. Values are rationals, so every evaluation is exact to 30 digits."""
+    seed = int.from_bytes(hashlib.sha256(salt.encode()).digest()[:8], "little")
+    rng = np.random.default_rng(seed)
+    draws = [lambda: rng.uniform(0.5, 2.0)] * 5 + [
+        lambda: 10 ** rng.uniform(-1.7, -0.4), lambda: 10 ** rng.uniform(0.5, 1.7),
+        lambda: 10 ** rng.uniform(-2, 2)]
+    return [{name: str(Fraction(draw()).limit_denominator(10**6)) for name in symbols}
+            for draw in draws]
+
+
+def seal_exercise(label: str, chapter: str, kind: str, prompt: str, hint: str,
+                  reference, *, sig_figs: int | None = 3, mistakes=(), symbols=(),
+                  iterations: int = ITERATIONS) -> Exercise:
+    """An :class:`Exercise` that judges answers against ``reference`` without holding it.
+
+    Parameters
+    ----------
+    label, chapter, kind, prompt, hint
+        As in :class:`Exercise`.
+    reference : float, list of float or str
+        The answer: a number, a vector, or a formula in SymPy's syntax (with the names of
+        ``symbols``).
+    sig_figs : int or None
+        The precision asked, for numbers and vectors (``None``: an exact integer).
+    mistakes : sequence of (answer, hint)
+        Common wrong answers, in the form of ``reference``, and the hint each deserves.
+    symbols : sequence of str
+        For formulas: the symbols an answer may use.
+    iterations : int
+        PBKDF2 rounds per hash; fewer make checks faster and searching easier.
+
+    Returns
+    -------
+    Exercise
+        Holding hashes only: no attribute holds the reference or a mistake.
+
+    Raises
+    ------
+    ValueError
+        If ``kind``, ``sig_figs``, ``iterations`` or a formula is not valid.
+
+    Examples
+    --------
+    >>> ex = seal_exercise("ex-x", "x", "number", "a half", "halve one", 0.5,
+    ...                    iterations=10)
+    >>> "0.5" in repr(ex.to_json())
+    False
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+    if sig_figs is not None and not (isinstance(sig_figs, int) and sig_figs >= 1):
+        raise ValueError(f"sig_figs must be an integer >= 1 or None; got {sig_figs!r}")
+    if not (isinstance(iterations, int) and iterations >= 1):
+        raise ValueError(f"iterations must be an integer >= 1; got {iterations!r}")
+    salt = f"mhacore-exercise:{label}"
+
+    def hashes(forms):
+        return tuple(sorted(_digest(salt, iterations, form) for form in forms))
+
+    if kind == "expression":
+        spellings = _symbol_names(symbols)[1]
+        target = parse_answer(reference, spellings)
+        points = [pt for pt in _draw_points(salt, symbols)
+                  if _expression_form(target, [pt], symbols) != "nan"]
+        if len(points) < 5:
+            raise ValueError(f"reference must have finite values at most points; "
+                             f"{reference!r} has them at {len(points)} of 8")
+        return Exercise(
+            label, chapter, kind, prompt, hint, sig_figs=None, symbols=tuple(symbols),
+            salt=salt, iterations=iterations, points=tuple(points),
+            answer=hashes([_expression_form(target, points, symbols)]),
+            mistakes=tuple((hashes([_expression_form(parse_answer(wrong, spellings),
+                                                     points, symbols)]), text)
+                           for wrong, text in mistakes))
+    size = int(np.size(reference)) if kind == "vector" else None
+    close = (hashes(_reference_forms(reference, sig_figs - 1))
+             if sig_figs is not None and sig_figs >= 2 else ())
+    return Exercise(
+        label, chapter, kind, prompt, hint, sig_figs=sig_figs, size=size, salt=salt,
+        iterations=iterations, answer=hashes(_reference_forms(reference, sig_figs)),
+        close=close, mistakes=tuple((hashes(_reference_forms(wrong, sig_figs)), text)
+                                    for wrong, text in mistakes))
+
+
+def load_seals(path: Path = SEALS) -> list[Exercise]:
+    """The sealed exercises of a ``exercise_seals.json`` file."""
+    return [Exercise.from_json(data) for data in json.loads(path.read_text("utf-8"))]
 
 
 class _Unreadable(ValueError):
@@ -218,22 +407,10 @@ def _identifier(name: str) -> str:
     return re.sub(r"\W", "", name)
 
 
-def _names(ex: Exercise) -> tuple[dict, dict]:
-    """The exercise's symbols by printed name, and by every spelling an answer may use."""
-    import sympy as sp
-
-    by_name = {name: sp.Symbol(name, positive=True) for name in ex.symbols}
-    spellings = {}
-    for name, symbol in by_name.items():
-        spellings[_identifier(name)] = symbol
-        spellings[_identifier(name).replace("_", "")] = symbol  # rho0 for rho_0
-    return by_name, spellings
-
-
 def _as_expression(answer, ex: Exercise):
     import sympy as sp
 
-    by_name, spellings = _names(ex)
+    by_name, spellings = _symbol_names(ex.symbols)
     if isinstance(answer, str):
         given = parse_answer(answer, spellings)
     elif isinstance(answer, (sp.Basic, sp.MatrixBase, int, float)):
@@ -253,8 +430,6 @@ def _as_expression(answer, ex: Exercise):
     return given.subs({s: by_name[s.name] for s in given.free_symbols if s.name in by_name})
 
 
-N_POINTS = 24  # random points at which two expressions must agree
-N_WIDE = 8  # of them drawn log-uniformly in [0.01, 100], far beyond the book's range
 JUDGE_SECONDS = 2.0  # the longest a judgement may take (enforced in the main thread)
 
 
@@ -295,70 +470,31 @@ def _time_limit(seconds: float):
             signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6), interval)
 
 
-def _expression_equal(given, reference) -> bool:
-    """Whether two expressions agree at :data:`N_POINTS` random positive points.
-
-    Two different expressions of the book's kind (rational functions, powers, exp, log,
-    trigonometric functions of positive symbols) agree at random real points only on a set
-    of measure zero, so agreement at 24 independent points to 1e-9 stands for identity:
-    16 in [0.5, 2], where the book's formulas live, and 8 log-uniform in [0.01, 100], so
-    that a term built to vanish on the usual range is seen (a wide point where the
-    reference has no finite value is skipped). The points are drawn afresh at each call, from the operating system's
-    entropy, so an answer cannot be built to vanish at points read from the source.
-    Numerical evaluation takes time that grows with the size of the expression tree, not
-    with its expansion: ``(a+u+v)**100`` is judged as fast as ``a``, where
-    ``sympy.simplify`` would expand it for minutes.
-    """
-    import sympy as sp
-
-    rng = np.random.default_rng()  # fresh points each call (not from a seed in the source)
-    free = sorted(reference.free_symbols | given.free_symbols, key=lambda s: s.name)
-    for k in range(N_POINTS):
-        # most points where the book's formulas live, some far from it (log-uniform in
-        # [0.01, 100]), so a term that vanishes only near [0.5, 2] is seen
-        wide = k >= N_POINTS - N_WIDE
-        draw = (lambda: 10 ** rng.uniform(-2, 2)) if wide else (lambda: rng.uniform(0.5, 2.0))
-        point = {s: sp.Float(draw()) for s in free}
-        try:
-            b = complex(reference.evalf(subs=point))
-        except (OverflowError, TypeError, ValueError):
-            b = complex("nan")
-        if not cmath.isfinite(b):
-            if wide:
-                continue  # the reference has no finite value this far out: no evidence
-            return False
-        try:
-            a = complex(given.evalf(subs=point))
-        except (OverflowError, TypeError, ValueError):  # no finite complex value there
-            return False
-        if not abs(a - b) <= 1e-9 * max(1.0, abs(b)):
-            return False
-    return True
-
-
 def _judge(ex: Exercise, answer) -> Feedback:
-    """The verdict on an answer already read as a float, an array or a SymPy expression."""
+    """The verdict on an answer already read as a float, an array or a SymPy expression:
+    its form (rounded, or its values at the exercise's points) is hashed and compared
+    with the seal."""
     label = ex.label
+
+    def seen(form):
+        return _digest(ex.salt, ex.iterations, form)
+
     if ex.kind == "expression":
-        spellings = _names(ex)[1]
-        if _expression_equal(answer, parse_answer(ex.reference, spellings)):
-            return Feedback(label, True, f"Correct ({label}).")
-        for wrong, hint in ex.mistakes:
-            if _expression_equal(answer, parse_answer(wrong, spellings)):
-                return Feedback(label, False, f"Not yet ({label}). Hint: {hint}")
-        return Feedback(label, False, f"Not yet ({label}). Hint: {ex.hint}")
-    wanted = ex.sig_figs
-    figures = agreeing_figures(answer, ex.reference, wanted)
-    if figures == (wanted or 1):
-        agrees = f": it agrees {ex.precision}" if wanted else ""
+        given = seen(_expression_form(answer, ex.points, ex.symbols))
+    else:
+        given = seen(_answer_form(answer, ex.sig_figs))
+    if given in ex.answer:
+        agrees = f": it agrees {ex.precision}" if ex.kind != "expression" and ex.sig_figs \
+            else ""
         return Feedback(label, True, f"Correct ({label}){agrees}.")
-    for wrong, hint in ex.mistakes:
-        if agreeing_figures(answer, wrong, wanted) == (wanted or 1):
+    for hashes, hint in ex.mistakes:
+        if given in hashes:
             return Feedback(label, False, f"Not yet ({label}). Hint: {hint}")
-    if wanted is not None and wanted >= 2 and figures == wanted - 1:
+    if ex.close and seen(_answer_form(answer, ex.sig_figs - 1)) in ex.close:
+        figures = ex.sig_figs - 1
         return Feedback(label, False, (
             f"Close ({label}): your answer agrees to {figures} significant "
-            f"figure{'s' if figures > 1 else ''}, but the exercise asks for {wanted}. "
+            f"figure{'s' if figures > 1 else ''}, but the exercise asks for {ex.sig_figs}. "
             "Give one more figure (or check the last one)."))
     return Feedback(label, False, f"Not yet ({label}). Hint: {ex.hint}")
 
@@ -371,7 +507,7 @@ def check(label: str, answer) -> Feedback:
     label : str
         An exercise label of the book, e.g. ``"ex-3-2"`` (see :data:`EXERCISES`).
     answer : float, array_like, sympy expression or str, or None
-        Your answer. A string is read as a number or formula (``"1.041"``, ``"27/8"``,
+        Your answer. A string is read as a number or formula (``"2.718"``, ``"7/4"``,
         ``"sigma**2/n"``) without being evaluated: only numbers, the exercise's names, the
         arithmetic operators and a few functions (``sqrt``, ``exp``, ``log``, ...) are
         accepted. ``None`` (or ``...``) means "not answered yet": the reply says what is
@@ -422,7 +558,7 @@ def check(label: str, answer) -> Feedback:
             if ex.kind == "number":
                 given = _as_number(answer, label)
             elif ex.kind == "vector":
-                given = _as_vector(answer, label, np.shape(ex.reference))
+                given = _as_vector(answer, label, (ex.size,))
             else:
                 given = _as_expression(answer, ex)
             return _judge(ex, given)
@@ -440,149 +576,7 @@ def check(label: str, answer) -> Feedback:
                                       f"{type(exc).__name__} while reading it.")
 
 
-# --- the book's exercises -----------------------------------------------------------------
-# A warm-up used by the docstring example and the tests: the variance of the mean of four
-# independent unit-variance draws.
-register_exercise(Exercise(
-    "ex-0-1", "index", "number", prompt="the variance of the mean of 4 unit-variance draws",
-    hint="Var(mean of n iid) = sigma^2 / n.", reference=0.25))
-
-# Reference answers: each is recomputed independently in tests/test_exercises.py. Every
-# number is asked to 3 significant figures (the chapter's exercise text says so), except
-# the integer of exercise 8.2.
-_CH1, _CH2, _CH3 = "01-nadaraya-watson", "02-one-head-is-nw", "03-bias-variance-covariance"
-_CH4, _CH5 = "04-head-diversity", "05-decorrelation"
-_GAUSS_EPA_RATIO = 1.0408377994018
-# Exercise 5.2: H heads of width d_k in R^p with H d_k > p (the chapter's own check uses
-# H = 6, so the exercise takes another shape); the answer is the frame-potential bound
-# 1 - (H d_k / p - 1) / (H - 1) of chapter 4, which the overlap-model descent reaches.
-_EX52_H, _EX52_DK, _EX52_P = 7, 2, 8
-for _exercise in [
-    Exercise("ex-1-1", _CH1, "number",
-             prompt="the ratio of the Gaussian's optimal AMSE to the Epanechnikov's (a float)",
-             hint="mu_2 and R of the Epanechnikov kernel are simple rationals; the Gaussian "
-                  "has mu_2 = 1 and R = 1/(2 sqrt(pi)). Take the ratio of (mu_2^2 R^4)^(1/5).",
-             reference=_GAUSS_EPA_RATIO,
-             mistakes=((_GAUSS_EPA_RATIO**5, "Mind the power 1/5: the AMSE is proportional "
-                                             "to (mu_2^2 R^4)^(1/5), not to mu_2^2 R^4."),
-                       (1 / _GAUSS_EPA_RATIO, "That is the Epanechnikov's AMSE over the "
-                                              "Gaussian's; the exercise asks for the "
-                                              "Gaussian's over the Epanechnikov's."))),
-    Exercise("ex-1-2", _CH1, "number",
-             prompt="the measured h* at n = 3200 (a float)",
-             hint="Average the MSE curves over replicates before locating the minimum, and "
-                  "locate it on the log-bandwidth scale; use rng=1 as the exercise says.",
-             reference=0.029178714613983,
-             mistakes=(((0.25 / (2 * math.pi**0.5) / (3200 * 8 * math.pi**4)) ** 0.2,
-                        "That is the SymPy prediction h_star_model at n = 3200; the "
-                        "exercise asks for the minimiser measured by Monte Carlo."),)),
-    Exercise("ex-2-1", _CH2, "expression",
-             prompt="the second factor as a SymPy expression in n1, n2 (the squared key "
-                    "norms) and tau",
-             hint="Expand both squared distances: the query norm cancels in the difference, "
-                  "the key norms do not.",
-             reference="exp((n1 - n2)/(2*tau))", symbols=("n1", "n2", "tau"),
-             mistakes=(("exp((n2 - n1)/(2*tau))", "Check the sign: which key norm does the "
-                                                  "second factor reward?"),)),
-    Exercise("ex-2-2", _CH2, "number",
-             prompt="the Gaussian bandwidth that MultiHeadNW's default temperature matches "
-                    "for d_k = 3 (a float)",
-             hint="The default temperature is sqrt(d_k), and the bandwidth is the square root "
-                  "of the temperature.",
-             reference=3 ** 0.25,
-             mistakes=((3 ** 0.5, "That is the default temperature sqrt(d_k) itself; the "
-                                  "bandwidth is its square root."),)),
-    Exercise("ex-3-1", _CH3, "expression",
-             prompt="the spread term sum_h alpha_h ||w^h - w_bar||^2 as a SymPy expression "
-                    "in a, u, v",
-             hint="For two heads, w^1 - w_bar = (1 - a)(w^1 - w^2).",
-             reference="2*a*(1 - a)*(u - v)**2", symbols=("a", "u", "v"),
-             mistakes=(("a*(1 - a)*(u - v)**2", "Each w^h has two coordinates, and both "
-                                                "differ by the same amount: count both."),)),
-    Exercise("ex-4-1", _CH4, "expression",
-             prompt="the HDI of the two heads as a SymPy expression in the angles a and b",
-             hint="The cross-Gram matrix is diagonal with the cosines of the angles.",
-             reference="(sin(a)**2 + sin(b)**2)/2", symbols=("a", "b"),
-             mistakes=(("(cos(a)**2 + cos(b)**2)/2", "That is the mean squared cosine, the "
-                                                     "overlap; the HDI is one minus it."),)),
-    Exercise("ex-4-2", _CH4, "vector",
-             prompt="the largest feasible HDI for H = 2, 4, 8, 16 (a list of four floats)",
-             hint="The bound is 1 - max(0, H d_k / p - 1) / (H - 1).",
-             reference=[1.0, 1.0, 6 / 7, 0.8],
-             mistakes=(([1.0, 1.0, 1.0, 1.0], "Once H d_k > p the heads cannot all be "
-                                              "orthogonal: use the frame-potential bound."),)),
-    Exercise("ex-5-1", _CH5, "expression",
-             prompt="the MSE at HDI = 1 as a SymPy expression in B^2 (written B2), V, rho_0 "
-                    "and H",
-             hint="At HDI = 1 the mean correlation of the overlap model is rho_0.",
-             reference="B2 + V*rho_0 + V*(1 - rho_0)/H", symbols=("B^2", "V", "rho_0", "H"),
-             mistakes=(("B2 + V/H", "Orthogonal heads still share responses: the "
-                                    "correlation floor rho_0 remains."),)),
-    Exercise("ex-5-2", _CH5, "number",
-             prompt=f"the final HDI of the overlap-model optimisation with H = {_EX52_H}, "
-                    f"d_k = {_EX52_DK}, p = {_EX52_P}",
-             hint="Hd_k > p here: the optimum is the frame-potential bound, not 1.",
-             reference=1 - (_EX52_H * _EX52_DK / _EX52_P - 1) / (_EX52_H - 1),
-             mistakes=((1.0, "With H d_k > p the heads cannot be orthogonal: the HDI stops "
-                             "at the frame-potential bound."),)),
-]:
-    register_exercise(_exercise)
-
-# --- chapter 06 exercises ---
-# Reference answers recomputed independently in tests/test_theorems_ch06.py.
-for _exercise in [
-    Exercise("ex-6-1", "06-heads-and-width", "expression",
-             prompt="the optimal head width d_k* of the classical law for data dimension d = 2, "
-                    "as a SymPy expression in B, n and V",
-             hint="Set the derivative of B/d_k^2 + V d_k^(d/2)/n to zero with d = 2 and solve for d_k.",
-             reference="(2*B*n/V)**(1/3)", symbols=("B", "n", "V"),
-             mistakes=(("(B*n/V)**(1/3)", "Differentiate B/d_k^2 carefully: it gives "
-                                          "-2B/d_k^3."),)),
-    Exercise("ex-6-2", "06-heads-and-width", "number",
-             prompt="the limit of n E||w||^2 for one softmax head with d_k = 6 and projection scale c = 1 "
-                    "(a float)",
-             hint="Each projected coordinate contributes E exp(c^4 z^2 / d_k) = (1 - 2c^4/d_k)^(-1/2).",
-             reference=27 / 8,
-             mistakes=((1.5 ** 0.5, "That is one coordinate's factor; the head has d_k = 6 "
-                                    "coordinates, and their factors multiply."),)),
-]:
-    register_exercise(_exercise)
-
-# --- chapter 07 exercises ---
-for _exercise in [
-    Exercise("ex-7-1", "07-structured-weights", "expression",
-             prompt="sum_h alpha_h^2 of the weights (1, r, r^2)/(1 + r + r^2) as a SymPy "
-                    "expression in r",
-             hint="Square each weight and add; the denominator is (1 + r + r^2)^2.",
-             reference="(1 + r**2 + r**4)/(1 + r + r**2)**2", symbols=("r",),
-             mistakes=(("(1 + r**2 + r**4)/(1 + r + r**2)", "Square the normalising "
-                                                            "denominator as well."),)),
-    Exercise("ex-7-2", "07-structured-weights", "number",
-             prompt="the ratio Var(Fibonacci)/Var(uniform) for H = 16 equicorrelated heads "
-                    "with rho = 0.2 (a float)",
-             hint="Variance / V = rho + (1 - rho) * sum alpha^2; sum alpha^2 is 1/H for "
-                  "uniform weights and F_H F_{H+1}/(F_{H+2} - 1)^2 for Fibonacci weights.",
-             reference=(0.2 + 0.8 * 987 * 1597 / (2584 - 1) ** 2) / (0.2 + 0.8 / 16),
-             mistakes=(((0.2 + 0.8 / 16) / (0.2 + 0.8 * 987 * 1597 / (2584 - 1) ** 2),
-                        "That is uniform over Fibonacci; the exercise asks for Fibonacci "
-                        "over uniform."),)),
-]:
-    register_exercise(_exercise)
-
-# --- chapter 08 exercises ---
-for _exercise in [
-    Exercise("ex-8-1", "08-three-ensembles", "expression",
-             prompt="the correlation of two scouts as a SymPy expression in p and K",
-             hint="Two scouts share an error only if both were recruited and follow the same "
-                  "leader; each scout's error still has variance s^2.",
-             reference="p**2/K", symbols=("p", "K"),
-             mistakes=(("p/K", "Both scouts must be recruited, each with probability p."),)),
-    Exercise("ex-8-2", "08-three-ensembles", "number",
-             prompt="the smallest number of scouts N within 10 % of the floor (an integer)",
-             hint="Solve (1 - rho) sigma^2 / N <= 0.1 rho sigma^2 for N, with rho and sigma^2 "
-                  "from scout_moments(0.6, 1.0, 0.5), and round up.",
-             reference=25.0, sig_figs=None,
-             mistakes=((24.0, "With N = 24 the variance is still above 1.1 rho sigma^2: "
-                              "round N up, not down."),)),
-]:
-    register_exercise(_exercise)
+# --- the book's exercises, sealed by tools/exercise_answers.py ---------------------------
+if SEALS.is_file():
+    for _exercise in load_seals():
+        register_exercise(_exercise)

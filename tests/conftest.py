@@ -11,6 +11,12 @@ from hypothesis import settings
 # Triton, so nothing else changes on the CPU. An explicit TRITON_INTERPRET=0 is respected.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# tools/exercise_answers.py holds the exercises' answers in the clear (not in the package)
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+
 settings.register_profile("ci", deadline=None, derandomize=True, database=None, max_examples=40)
 settings.load_profile("ci")
 

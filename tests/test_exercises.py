@@ -1,5 +1,6 @@
 """Self-checking exercises: right, wrong, not yet, bad input; reference answers recomputed."""
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -8,18 +9,24 @@ import sympy as sp
 import torch
 
 from mhacore import exercises
-from mhacore.exercises import EXERCISES, Exercise, check, register_exercise
+from mhacore.exercises import EXERCISES, Exercise, check, register_exercise, seal_exercise
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from exercise_answers import BY_LABEL, sealed_text  # noqa: E402  (the answers, in clear)
+
+FAST = 10  # PBKDF2 rounds of the toy exercises: their checks need not be slow
 
 
 @pytest.fixture
 def toy(monkeypatch):
     registry = dict(EXERCISES)
     monkeypatch.setattr(exercises, "EXERCISES", registry)
-    register_exercise(Exercise("ex-t-num", "t", "number", "a number", "think", 2.0,
-                               mistakes=((4.0, "halve it"),)))
-    register_exercise(Exercise("ex-t-vec", "t", "vector", "a vector", "think", [1.0, 2.0]))
-    register_exercise(Exercise("ex-t-expr", "t", "expression", "an expression", "think",
-                               "sigma**2/n", symbols=("sigma", "n")))
+    register_exercise(seal_exercise("ex-t-num", "t", "number", "a number", "think", 2.0,
+                                    mistakes=((4.0, "halve it"),), iterations=FAST))
+    register_exercise(seal_exercise("ex-t-vec", "t", "vector", "a vector", "think",
+                                    [1.0, 2.0], iterations=FAST))
+    register_exercise(seal_exercise("ex-t-expr", "t", "expression", "an expression", "think",
+                                    "sigma**2/n", symbols=("sigma", "n"), iterations=FAST))
     return registry
 
 
@@ -48,13 +55,29 @@ def test_a_string_that_parses_as_a_number_is_a_number(toy):
     assert "too large" in check("ex-t-num", "1e999").message  # inf: refused, not evaluated
 
 
-def test_agreeing_figures():
-    assert exercises.agreeing_figures(1.041, 1.0408377994018, 3) == 3
-    assert exercises.agreeing_figures(1.05, 1.0408377994018, 3) == 2
-    assert exercises.agreeing_figures(2.0, 1.0408377994018, 3) == 0
-    assert exercises.agreeing_figures([0.001, 100.4], [0.0010004, 100.0], 3) == 3
-    assert exercises.agreeing_figures(0.0, 0.0, 3) == 3
-    assert exercises.agreeing_figures(24.0, 25.0, None) == 0
+def test_an_answer_is_right_when_it_rounds_like_the_reference():
+    assert exercises._figures(1.0408377994018, 3) == "1.04e+00"
+    assert exercises._figures(-0.0, 3) == exercises._figures(0.0, 3) == "0"
+    assert exercises._figures(24.0, None) == "24" and exercises._figures(24.5, None) != "24"
+    # a reference on a rounding boundary accepts both sides; any other, one
+    assert exercises._reference_forms(1.045, 3) == {"1.04e+00", "1.05e+00"}
+    assert exercises._reference_forms(1.0408, 3) == {"1.04e+00"}
+    assert exercises._reference_forms([0.0010004, 100.0], 3) == {"1.00e-03|1.00e+02"}
+
+
+def test_a_sealed_exercise_holds_no_answer():
+    ex = seal_exercise("ex-s", "s", "number", "p", "h", 1.0408377994018,
+                       mistakes=((1.2222222, "no"),), iterations=FAST)
+    text = repr(ex.to_json())
+    assert "1.04" not in text and "1.22" not in text
+    formula = seal_exercise("ex-f", "s", "expression", "p", "h", "p**2/K",
+                            mistakes=(("p/K", "no"),), symbols=("p", "K"), iterations=FAST)
+    assert "p**2" not in repr(formula.to_json()) and "p/K" not in repr(formula.to_json())
+    with pytest.raises(ValueError, match="iterations must be an integer >= 1; got 0"):
+        seal_exercise("ex-s", "s", "number", "p", "h", 1.0, iterations=0)
+    with pytest.raises(ValueError, match="finite values at most points"):
+        seal_exercise("ex-f", "s", "expression", "p", "h", "1/(p - p)", symbols=("p",),
+                      iterations=FAST)
 
 
 def test_vectors_and_their_shape(toy):
@@ -116,7 +139,7 @@ def test_an_unknown_label_is_an_error():
     ("ex-t-num", [2.0], "expects one number, not a list"),  # not a free point in a list
     ("ex-t-num", [[2.0]], "expects one number, not a list"),
     ("ex-t-num", np.array([2.0]), "expects one number, not a list or array"),
-    ("ex-t-num", "2,00", "write decimals with a decimal point, e.g. 1.04, not 1,04"),
+    ("ex-t-num", "2,00", "write decimals with a decimal point, e.g. 2.5, not 2,5"),
     ("ex-t-num", "2,5", "write decimals with a decimal point"),  # parses as a pair
     ("ex-t-num", "E**-1000", "a constant exponent must lie between -100 and 100"),
     ("ex-t-vec", "1, 2", "expects a list of 2 numbers, e.g. [0.5, 0.5], not a string"),
@@ -155,11 +178,13 @@ def test_an_empty_string_is_an_empty_answer(toy):
 
 def test_registration_is_validated(toy):
     with pytest.raises(ValueError, match="registered twice"):
-        register_exercise(Exercise("ex-t-num", "t", "number", "", "", 1.0))
+        register_exercise(Exercise("ex-t-num", "t", "number", "", ""))
     with pytest.raises(ValueError, match="kind must be one of"):
-        register_exercise(Exercise("ex-t-new", "t", "matrix", "", "", 1.0))
+        register_exercise(Exercise("ex-t-new", "t", "matrix", "", ""))
     with pytest.raises(ValueError, match="sig_figs must be an integer >= 1 or None; got 0"):
-        register_exercise(Exercise("ex-t-new", "t", "number", "", "", 1.0, sig_figs=0))
+        register_exercise(Exercise("ex-t-new", "t", "number", "", "", sig_figs=0))
+    with pytest.raises(ValueError, match="kind must be one of"):
+        seal_exercise("ex-t-new", "t", "matrix", "", "", 1.0)
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,9 +251,16 @@ def test_every_checked_exercise_lists_a_common_mistake():
     assert all(EXERCISES[label].mistakes for label in CHECKED)
 
 
+def test_the_seals_are_the_answers_sealed():
+    """The package's seals are what ``tools/exercise_answers.py`` makes of the answers:
+    run it after changing an answer."""
+    assert exercises.SEALS.read_text(encoding="utf-8") == sealed_text()
+    assert sorted(EXERCISES) == sorted(BY_LABEL)
+
+
 @pytest.mark.parametrize("label", CHECKED)
 def test_reference_rounded_and_mistaken_answers(label):
-    ex = EXERCISES[label]
+    ex = BY_LABEL[label]
     if ex.kind == "expression":
         assert check(label, ex.reference).correct
         assert check(label, f"({ex.reference}) * 1").correct
@@ -250,7 +282,7 @@ def test_a_malicious_string_never_runs(label, attack, tmp_path):
     marker = tmp_path / "pwned"
     answer = attack.format(marker=marker)
     if EXERCISES[label].kind == "vector":
-        answer = [answer] * len(EXERCISES[label].reference)
+        answer = [answer] * EXERCISES[label].size
     reply = check(label, answer)
     assert reply.correct is False and "Cannot read your answer" in reply.message
     assert "Nothing in it was run" in reply.message
@@ -300,7 +332,7 @@ def test_ex_2_2_bandwidth_matches_the_default_temperature_head():
     keys /= np.linalg.norm(keys, axis=1, keepdims=True)
     values, queries = rng.standard_normal(100), rng.standard_normal((5, 3))
     head = MultiHeadNW(np.eye(3)[None], np.eye(3)[None])(queries, keys, values)
-    bandwidth = EXERCISES["ex-2-2"].reference
+    bandwidth = BY_LABEL["ex-2-2"].reference
     gauss = nw_estimate(queries, keys, values, kernel="gaussian", bandwidth=bandwidth)
     np.testing.assert_allclose(head, gauss, rtol=1e-10)
 
@@ -321,7 +353,7 @@ def test_ex_4_1_against_scipy_subspace_angles():
     u1 = np.eye(4)[:, :2]
     u2 = np.array([[np.cos(a), 0], [0, np.cos(b)], [np.sin(a), 0], [0, np.sin(b)]])
     hdi = 1 - np.mean(np.cos(subspace_angles(u1, u2)) ** 2)
-    ref = sp.sympify(EXERCISES["ex-4-1"].reference).subs({"a": a, "b": b})
+    ref = sp.sympify(BY_LABEL["ex-4-1"].reference).subs({"a": a, "b": b})
     assert float(ref) == pytest.approx(hdi, rel=1e-12)
 
 
@@ -485,3 +517,44 @@ def test_exact_numbers_of_other_libraries_are_read(toy):
 @pytest.mark.parametrize("answer", [{1.0: 2.0}, {1.0, 2.0}, (x for x in (1.0, 2.0))])
 def test_a_vector_given_as_another_container_asks_for_a_list(toy, answer):
     assert _unread("ex-t-vec", answer, "give a list")
+
+
+# --- no answer in the package ---------------------------------------------------------------
+
+def _answer_texts(value) -> set[str]:
+    """The ways an answer could be written down: a formula as given; a number in full, and
+    rounded to 3 to 6 significant figures (shorter forms such as "0.8" occur anywhere)."""
+    if isinstance(value, str):
+        return {value, value.replace(" ", "")}
+    texts = set()
+    for x in np.ravel(np.asarray(value, dtype=float)):
+        texts |= {repr(float(x))} | {f"{x:.{k}g}" for k in range(3, 7)}
+    return {t for t in texts if len(t.strip("-0.")) >= 3 and t not in ("100", "1e+02")}
+
+
+def test_no_answer_or_mistake_can_be_read_from_the_package_or_the_registry():
+    """Every reference answer and every listed mistake, in every usual spelling, is absent
+    from each file of the installed package and from every attribute of the registry."""
+    wanted = {}
+    for label, answer in BY_LABEL.items():
+        for value in [answer.reference] + [wrong for wrong, _ in answer.mistakes]:
+            for text in _answer_texts(value):
+                wanted[text] = label
+    assert len(wanted) > 50
+    package = Path(exercises.__file__).parent
+    files = [p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    assert any(p.name == "exercise_seals.json" for p in files)
+    found = [(text, label, p.relative_to(package).as_posix()) for p in files
+             for text in [p.read_bytes().decode("utf-8", "replace")]
+             for text_, label in wanted.items() if text_ in text
+             for text in [text_]]
+    assert not found, found[:10]
+    registry = repr([ex.to_json() for ex in EXERCISES.values()] + list(EXERCISES.values()))
+    assert not [text for text in wanted if text in registry]
+
+
+def test_the_search_finds_an_answer_left_in_a_file(tmp_path):
+    """The search above would see an answer written into the package."""
+    texts = _answer_texts(BY_LABEL["ex-1-1"].reference)
+    assert "1.0408377994018" in texts and "1.04" in texts and "1.041" in texts
+    assert "p**2/K" in _answer_texts(BY_LABEL["ex-8-1"].reference)

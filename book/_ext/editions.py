@@ -73,8 +73,8 @@ EDITIONS_WING = "mhacore/editions/"
 def code_fingerprint(root: Path) -> str:
     """A hash of everything a chapter's outputs depend on besides its own code cells."""
     digest = hashlib.sha256()
-    files = sorted([*root.glob("mhacore/**/*.py"), *root.glob("reports/**/*"),
-                    root / "requirements.txt"])
+    files = sorted([*root.glob("mhacore/**/*.py"), *root.glob("mhacore/**/*.json"),
+                    *root.glob("reports/**/*"), root / "requirements.txt"])
     files = [p for p in files if not p.relative_to(root).as_posix().startswith(EDITIONS_WING)]
     for path in files:
         if path.is_file():
