@@ -187,6 +187,50 @@ def reader_runs():
     return written, executed, proc
 
 
+@BUILDS.job("wheel_run")
+def wheel_run():
+    """The package as a reader installs it: the wheel built, installed without its
+    dependencies into a folder of its own, and chapter 1's reader notebook run outside
+    the repository with only that folder added to the environment's path.
+
+    Returns ``{"wheel", "site", "executed", "process", "seconds"}``."""
+    import time
+
+    from mhacore.editions.teach import generate
+
+    # from a copy of what the wheel is made of: setuptools writes build/ beside the source
+    source = BUILDS.folder("wheel-source")
+    for name in ("pyproject.toml", "README.md", "LICENSE", "LICENSE-TEXT.md"):
+        shutil.copy(ROOT / name, source)
+    shutil.copytree(ROOT / "mhacore", source / "mhacore",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    dist = BUILDS.folder("dist")
+    build = BUILDS.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                        "--no-build-isolation", "--quiet", "-w", dist, source], timeout=600)
+    if build.returncode != 0:
+        raise RuntimeError("pip wheel failed:\n" + build.stdout + build.stderr)
+    wheel = next(dist.glob("mhacore-*.whl"))
+    site = BUILDS.folder("site-packages")
+    install = BUILDS.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
+                          "--target", site, wheel], timeout=600)
+    if install.returncode != 0:
+        raise RuntimeError("pip install failed:\n" + install.stdout + install.stderr)
+    written = generate("reader", BUILDS.folder("wheel-reader"), ROOT)
+    notebooks = BUILDS.folder("wheel-notebooks")
+    chapter = next(written.glob("01-*.ipynb"))
+    (notebooks / chapter.name).write_bytes(chapter.read_bytes())
+    executed = BUILDS.folder("wheel-executed")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(site)  # before site-packages, where the clone's copy is
+    start = time.perf_counter()
+    proc = BUILDS.run([sys.executable, TESTS / "run_notebooks.py", notebooks, executed,
+                       BUILDS.folder("wheel-cwd"), "--probe",
+                       "import mhacore; print('mhacore from', mhacore.__file__)"],
+                      timeout=1200, env=env, cwd=BUILDS.folder("wheel-outside"))
+    return {"wheel": wheel, "site": site, "executed": executed / chapter.name,
+            "process": proc, "seconds": time.perf_counter() - start}
+
+
 @BUILDS.job("zh_site", after=["strict_build"])
 def zh_site():
     """Both editions as published: the English site, and the Chinese one in its ``zh/``.
@@ -227,4 +271,5 @@ FIXTURE_BUILDS = {
     "reader_runs": "reader_runs",
     "editions": "zh_site",
     "zh_pdf": "zh_pdf",
+    "wheel_run": "wheel_run",
 }

@@ -14,6 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "book.yml"
+RELEASE = ROOT / ".github" / "workflows" / "release.yml"
 ACTIONLINT = shutil.which("actionlint", path=str(Path(sys.executable).parent)) \
     or shutil.which("actionlint")
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -24,10 +25,23 @@ needs_actionlint = pytest.mark.skipif(ACTIONLINT is None,
 
 
 @needs_actionlint
-def test_workflow_passes_actionlint():
-    proc = subprocess.run([ACTIONLINT, str(WORKFLOW)], capture_output=True, text=True,
+@pytest.mark.parametrize("workflow", [WORKFLOW, RELEASE], ids=["book", "release"])
+def test_workflow_passes_actionlint(workflow):
+    proc = subprocess.run([ACTIONLINT, str(workflow)], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_version_tag_builds_checks_and_publishes_the_package():
+    flow = yaml.safe_load(RELEASE.read_text(encoding="utf-8"))
+    assert flow[True]["push"]["tags"] == ["v*"]  # YAML reads the key `on` as True
+    build, publish = flow["jobs"]["build"], flow["jobs"]["publish"]
+    runs = "\n".join(s.get("run", "") for s in build["steps"])
+    assert "python -m build" in runs and "twine check --strict dist/*" in runs
+    assert 'test "v${version}" = "${GITHUB_REF_NAME}"' in runs
+    assert publish["needs"] == "build" and publish["permissions"] == {"id-token": "write"}
+    assert any(s.get("uses", "").startswith("pypa/gh-action-pypi-publish")
+               for s in publish["steps"])
 
 
 @needs_actionlint

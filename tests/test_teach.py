@@ -144,7 +144,9 @@ def test_student_notebooks_stay_in_sync_with_the_chapters(student_dir, book):
 
 
 def code_cells(nb) -> list[str]:
-    return [c.source for c in nb.cells if c.cell_type == "code"]
+    """The chapter's code cells of an edition's notebook (not the cells an edition adds)."""
+    return [c.source for c in nb.cells
+            if c.cell_type == "code" and not c.metadata.get(READER_KEY)]
 
 
 def test_student_notebooks_execute_and_say_your_turn(student_dir, reader_runs):

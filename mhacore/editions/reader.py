@@ -66,6 +66,20 @@ EDITION_NOTE = (
     "prints in its text are printed as `key = value`. Each exercise with a self-check "
     "has a cell `answer = None`: put your answer there, then run the check.")
 
+# The reader notebook's first code cell: a notebook downloaded from the site runs where
+# mhacore is installed (a clone's environment: the cell does nothing) and where it is not
+# (Colab, a fresh Jupyter): there it installs the release the notebook was made for.
+INSTALL_CELL = (
+    "# Runs anywhere: where mhacore is missing (e.g. on Colab), install the release this\n"
+    "# notebook was made for; where it is installed, this cell does nothing.\n"
+    "import importlib.util\n"
+    "import subprocess\n"
+    "import sys\n"
+    "\n"
+    "if importlib.util.find_spec(\"mhacore\") is None:\n"
+    "    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"--quiet\",\n"
+    "                    \"mhacore[book]=={version}\"], check=True)")
+
 
 @dataclass(frozen=True)
 class Target:
@@ -524,7 +538,9 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
     written solutions, the instructor-only cells and the answer cells' code; the nbgrader
     edition only the answer cells' code (still tagged ``solution``, for
     :mod:`mhacore.editions.grading`); the reader and student editions replace each answer cell by an
-    empty ``answer = None`` cell and open with a note on how to use the notebook.
+    empty ``answer = None`` cell and open with a note on how to use the notebook; the
+    reader edition then has an install cell (:data:`INSTALL_CELL`), so that it runs
+    outside a clone too.
     """
     import jupytext
     import nbformat
@@ -557,6 +573,10 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
             edition=edition.capitalize(), version=_version()))
         cell.metadata[READER_KEY] = True
         cells.insert(1, cell)
+    if cells and edition == "reader":
+        cell = nbformat.v4.new_code_cell(INSTALL_CELL.format(version=_version()))
+        cell.metadata[READER_KEY] = True
+        cells.insert(2, cell)
     refs = references_cell(raw, book)
     if refs:
         cell = nbformat.v4.new_markdown_cell(refs)
