@@ -237,15 +237,19 @@ def _expression_form(expression, points, symbols) -> str:
 
 
 def _draw_points(salt: str, symbols) -> list[dict]:
-    """Points at which formulas are compared, drawn from the salt: five where the book's
-    formulas live (each symbol uniform in [0.5, 2]) and three far from it (below 0.4,
-    above 3, and log-uniform in [0.01, 100]), so that a term made to vanish on the usual
-    range is seen. Values are rationals, so every evaluation is exact to 30 digits."""
+    """Points at which formulas are compared, drawn from the salt: ten where the book's
+    formulas live (each symbol uniform in [0.5, 2]) and six far from it (two below 0.4,
+    two above 3, two log-uniform in [0.01, 100]), so that a term made to vanish on the
+    usual range is seen. Values are rationals, so every evaluation is exact to 30 digits.
+
+    The points are fixed per exercise, as its hashed values must be: an answer built to
+    equal the reference at these points (the reference plus a term vanishing there) would
+    pass, but building it takes the reference."""
     seed = int.from_bytes(hashlib.sha256(salt.encode()).digest()[:8], "little")
     rng = np.random.default_rng(seed)
-    draws = [lambda: rng.uniform(0.5, 2.0)] * 5 + [
-        lambda: 10 ** rng.uniform(-1.7, -0.4), lambda: 10 ** rng.uniform(0.5, 1.7),
-        lambda: 10 ** rng.uniform(-2, 2)]
+    draws = [lambda: rng.uniform(0.5, 2.0)] * 10 + [
+        lambda: 10 ** rng.uniform(-1.7, -0.4), lambda: 10 ** rng.uniform(0.5, 1.7)] * 2 + [
+        lambda: 10 ** rng.uniform(-2, 2)] * 2
     return [{name: str(Fraction(draw()).limit_denominator(10**6)) for name in symbols}
             for draw in draws]
 
@@ -304,9 +308,9 @@ def seal_exercise(label: str, chapter: str, kind: str, prompt: str, hint: str,
         target = parse_answer(reference, spellings)
         points = [pt for pt in _draw_points(salt, symbols)
                   if _expression_form(target, [pt], symbols) != "nan"]
-        if len(points) < 5:
+        if len(points) < 10:
             raise ValueError(f"reference must have finite values at most points; "
-                             f"{reference!r} has them at {len(points)} of 8")
+                             f"{reference!r} has them at {len(points)} of 16")
         return Exercise(
             label, chapter, kind, prompt, hint, sig_figs=None, symbols=tuple(symbols),
             salt=salt, iterations=iterations, points=tuple(points),
