@@ -144,6 +144,20 @@ def test_zip_of_dot_is_named_after_the_folder(book, tmp_path, monkeypatch):
     assert archive.resolve() == (tmp_path / "handout.zip").resolve()
 
 
+def test_zip_of_a_link_is_named_after_the_link_and_put_beside_it(book, tmp_path):
+    """``--out handout`` where handout links to a folder elsewhere: the archive is
+    handout.zip beside the link, as --help says, not named after the link's target."""
+    (tmp_path / "store").mkdir()
+    real = tmp_path / "store" / "week-3-files"
+    real.mkdir()
+    (tmp_path / "handout").symlink_to(real, target_is_directory=True)
+    archive = generate("student", tmp_path / "handout", book, make_zip=True)
+    assert archive == tmp_path / "handout.zip" and archive.is_file()
+    assert not (tmp_path / "store" / "week-3-files.zip").exists()
+    names = zipfile.ZipFile(archive).namelist()
+    assert names and all(n.startswith("handout/") for n in names)
+
+
 def test_an_existing_foreign_zip_is_not_overwritten(book, tmp_path):
     (tmp_path / "pack.zip").write_bytes(b"someone else's archive")
     with pytest.raises(ValueError, match=r"pack\.zip already exists.*--force"):

@@ -147,8 +147,10 @@ def prepare(out, *, force: bool = False, make_zip: bool = False) -> Target:
     marker = _marker(folder) if folder.is_dir() else None
     archive = None
     if make_zip:
-        resolved = folder.resolve()
-        archive = resolved.parent / f"{resolved.name}.zip"
+        # named after the folder as given and put beside it: for a link to a folder, the
+        # link's name, next to the link (not the name of the folder it points at)
+        given = Path(os.path.abspath(folder))
+        archive = given.parent / f"{given.name}.zip"
         recorded = (marker or {}).get("archive_sha256")
         ours = (marker is not None and marker.get("archive") == archive.name
                 and archive.is_file() and not archive.is_symlink()
