@@ -95,8 +95,34 @@ def fake_app(tmp_path, mode="cache"):
                                                  "use_issues_button": False},
                              myst_substitutions={}, release="", version="",
                              html_static_path=[], latex_elements={},
-                             latex_additional_files=[], latex_use_xindy=True)
+                             latex_additional_files=[], latex_use_xindy=True,
+                             language=None)
     return SimpleNamespace(confdir=str(ROOT)), config
+
+
+def test_colab_and_binder_open_the_reader_notebook_only_when_publishing(monkeypatch):
+    app = SimpleNamespace(mhacore_readers={"book/01-x": object()})
+    monkeypatch.delenv(editions.REPOSITORY_ENV, raising=False)
+    context = {"header_buttons": []}
+    editions._launch_buttons(app, "book/01-x", None, context, None)
+    assert context["header_buttons"] == []  # off by default
+    monkeypatch.setenv(editions.REPOSITORY_ENV, "https://github.com/someone/book")
+    editions._launch_buttons(app, "book/01-x", None, context, None)
+    urls = [b["url"] for b in context["header_buttons"][0]["buttons"]]
+    assert urls == [
+        "https://colab.research.google.com/github/someone/book/blob/notebooks/01-x.ipynb",
+        "https://mybinder.org/v2/gh/someone/book/notebooks?labpath=01-x.ipynb"]
+    other = {"header_buttons": []}
+    editions._launch_buttons(app, "book/ledger", None, other, None)  # not a chapter
+    assert other["header_buttons"] == []
+    assert editions.launch_links("https://gitlab.com/someone/book", "01-x") == []
+    # the workflow publishes what the buttons open: the reader notebooks on that branch
+    flow = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    job = flow["jobs"]["notebooks"]
+    runs = "\n".join(s.get("run", "") for s in job["steps"])
+    assert "mhacore teach reader --out notebooks" in runs
+    assert f"git init -q -b {editions.NOTEBOOKS_BRANCH}" in runs
+    assert job["permissions"] == {"contents": "write"} and "refs/heads/main" in job["if"]
 
 
 def test_environment_overrides_repository_and_cache(tmp_path, monkeypatch):

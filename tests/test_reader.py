@@ -14,7 +14,7 @@ import pytest
 from mhacore.editions.references import read_references
 from mhacore.editions.reader import (Book, chapter_numbers, cite, edition_notebook, page_labels,
                             plain_markdown, read_book, reader_notebooks)
-from mhacore.editions.common import STUB
+from mhacore.editions.common import _GLUE_ROLE, STUB
 from mhacore.editions.reader import chapter_sources
 from mhacore.editions.teach import generate
 
@@ -187,6 +187,36 @@ def test_site_download_is_the_reader_notebook_and_runs(html_dir, reader_runs):
             text = json.dumps(outputs)
             assert "Your turn" in text and "Correct" not in text, stem
     print("figures on the site / images in the reader notebook:", counts)
+
+
+def test_site_offers_each_notebook_with_the_outputs_it_shows(html_dir, reader_runs):
+    """Beside the notebook to run, each chapter offers it with the build's outputs: the
+    same cells, every figure and glued value, the self-checks' "Your turn", and the
+    numbers a reader's own run of the notebook prints."""
+    written, executed, _ = reader_runs
+    for stem in CHAPTERS:
+        page = (html_dir / "book" / f"{stem}.html").read_text(encoding="utf-8")
+        assert f'_sources/book/{stem}-outputs.ipynb"' in page, stem
+        shown = nbformat.read(html_dir / "_sources" / "book" / f"{stem}-outputs.ipynb",
+                              as_version=4)
+        ran = nbformat.read(executed / f"{stem}.ipynb", as_version=4)
+        assert [c.source for c in shown.cells] == [c.source for c in ran.cells]
+        outputs = [o for c in shown.cells if c.cell_type == "code" for o in c.outputs]
+        assert not [o for o in outputs if o.output_type == "error"], stem
+        images = sum("image/png" in o.get("data", {}) for o in outputs)
+        assert images >= site_figures(html_dir / "book" / f"{stem}.html"), stem
+        if any(c.source == STUB for c in shown.cells):
+            assert "Your turn" in json.dumps(outputs) and "Correct" not in json.dumps(outputs)
+
+        keys = {m.group(1).strip() for m in _GLUE_ROLE.finditer(
+            (ROOT / "book" / f"{stem}.md").read_text(encoding="utf-8"))}
+
+        def glued(nb):  # the "key = value" lines glue() prints for the text's numbers
+            return sorted(line for c in nb.cells if c.cell_type == "code"
+                          for o in c.get("outputs", []) if o.output_type == "stream"
+                          for line in o.text.splitlines()
+                          if line.split(" = ", 1)[0] in keys)
+        assert glued(shown) == glued(ran), stem
 
 
 def test_command_line_writes_the_reader_edition(tmp_path):

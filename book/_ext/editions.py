@@ -12,8 +12,10 @@ environment variables at build time:
     so no edition shows numbers computed by older code.
 ``MHACORE_REPOSITORY_URL``
     Publish from this repository: overrides ``repository.url`` of ``_config.yml`` and
-    turns on the repository and issue buttons, which are off by default (they point at a
-    public repository, which a local or offline copy of the book may not have).
+    turns on the repository and issue buttons and, on every chapter, "Colab" and "Binder"
+    buttons that open its reader notebook from the repository's ``notebooks`` branch; all
+    are off by default (they point at a public repository, which a local or offline copy
+    of the book may not have).
 
 It also writes the package version, the short commit and the build date into every
 page's footer and onto the PDF's title page, and makes the ``.ipynb`` download of each
@@ -198,6 +200,51 @@ def _exercise_targets(app, doctree, docname):
                                                                       format="latex"))
 
 
+NOTEBOOKS_BRANCH = "notebooks"  # the reader notebooks, published by the book workflow
+
+
+def launch_links(repository_url: str, stem: str) -> list[dict]:
+    """"Open in Colab" and "Binder" buttons for chapter ``stem``'s reader notebook, as
+    published on the repository's ``notebooks`` branch (``.github/workflows/book.yml``);
+    none for a repository that is not on GitHub.
+
+    Examples
+    --------
+    >>> [b["url"] for b in launch_links("https://github.com/o/r", "01-x")]  # doctest: +NORMALIZE_WHITESPACE
+    ['https://colab.research.google.com/github/o/r/blob/notebooks/01-x.ipynb',
+     'https://mybinder.org/v2/gh/o/r/notebooks?labpath=01-x.ipynb']
+    """
+    parts = repository_url.rstrip("/").removesuffix(".git").split("/")
+    if len(parts) < 5 or parts[2] != "github.com":
+        return []
+    owner, repo = parts[3], parts[4]
+    notebook = f"{stem}.ipynb"
+    return [
+        {"type": "link", "text": "Colab", "tooltip": "Open the notebook in Colab",
+         "icon": "_static/images/logo_colab.png", "label": "colab-button",
+         "url": f"https://colab.research.google.com/github/{owner}/{repo}/blob/"
+                f"{NOTEBOOKS_BRANCH}/{notebook}"},
+        {"type": "link", "text": "Binder", "tooltip": "Open the notebook on Binder",
+         "icon": "_static/images/logo_binder.svg", "label": "binder-button",
+         "url": f"https://mybinder.org/v2/gh/{owner}/{repo}/{NOTEBOOKS_BRANCH}"
+                f"?labpath={notebook}"},
+    ]
+
+
+def _launch_buttons(app, pagename, templatename, context, doctree):
+    """When the book is published from a repository (``MHACORE_REPOSITORY_URL``), offer
+    each chapter's reader notebook on Colab and Binder; off otherwise, as a local or
+    offline copy has no published notebooks to open."""
+    url = os.environ.get(REPOSITORY_ENV, "").strip()
+    if not url or pagename not in getattr(app, "mhacore_readers", {}):
+        return
+    buttons = launch_links(url, pagename.rsplit("/", 1)[-1])
+    if buttons:
+        context.setdefault("header_buttons", []).insert(0, {
+            "type": "group", "tooltip": "Run this chapter's notebook online",
+            "icon": "fas fa-rocket", "buttons": buttons, "label": "launch-buttons"})
+
+
 def _reader_download(app, pagename, templatename, context, doctree):
     """Serve the reader notebook as this chapter's ``.ipynb`` download."""
     notebook = app.mhacore_readers.get(pagename)
@@ -211,12 +258,47 @@ def _reader_download(app, pagename, templatename, context, doctree):
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
+OUTPUTS_SUFFIX = "-outputs.ipynb"  # the reader notebook with the build's outputs
+
+
+def _outputs_button(app, pagename, templatename, context, doctree):
+    """Offer, beside the notebook to run, the same notebook with the build's outputs."""
+    if pagename not in getattr(app, "mhacore_readers", {}):
+        return
+    for group in context.get("header_buttons", []):
+        if group.get("label") == "download-buttons":
+            at = next((i + 1 for i, b in enumerate(group["buttons"])
+                       if b.get("label") == "download-notebook-button"), 0)
+            group["buttons"].insert(at, {
+                "type": "link", "text": ".ipynb with outputs",
+                "tooltip": "The notebook with the outputs the site shows",
+                "icon": "fas fa-file-code", "label": "download-outputs-button",
+                "url": context["pathto"](f"_sources/{pagename}{OUTPUTS_SUFFIX}", 1)})
+
+
 def _write_readers(app, exception):
-    """Write the reader notebooks again once the build ends: the theme's launch buttons,
-    when configured, copy the executed MyST notebook over the same file."""
-    if exception is None and app.builder.format == "html":
-        for pagename in app.mhacore_readers:
-            _reader_download(app, pagename, None, {}, None)
+    """Write the reader notebooks again once the build ends (the theme's launch buttons,
+    when configured, copy the executed MyST notebook over the same file), and beside
+    each the reader notebook with the outputs of the book's one execution, read from
+    the execution cache (:func:`mhacore.editions.reader.with_outputs`)."""
+    if exception is not None or app.builder.format != "html":
+        return
+    for pagename in app.mhacore_readers:
+        _reader_download(app, pagename, None, {}, None)
+    if app.config.nb_execution_mode != "cache" or not app.mhacore_readers:
+        return
+    import jupytext
+    import nbformat
+    from jupyter_cache import get_cache
+
+    from mhacore.editions.reader import glue_formats, with_outputs
+
+    cache = get_cache(app.config.nb_execution_cache_path)
+    for pagename, reader in app.mhacore_readers.items():
+        source = Path(app.srcdir) / f"{pagename}.md"
+        _, executed = cache.merge_match_into_notebook(jupytext.read(source))
+        notebook = with_outputs(reader, executed, glue_formats(source.read_text("utf-8")))
+        nbformat.write(notebook, Path(app.outdir) / "_sources" / f"{pagename}{OUTPUTS_SUFFIX}")
 
 
 def _readers(app):
@@ -237,6 +319,8 @@ def setup(app):
     app.connect("builder-inited", _readers)
     app.connect("html-page-context", _reader_download, priority=500)
     app.connect("html-page-context", _pdf_button, priority=600)
+    app.connect("html-page-context", _launch_buttons, priority=600)
+    app.connect("html-page-context", _outputs_button, priority=600)
     app.connect("build-finished", _write_readers)
     app.connect("doctree-resolved", _exercise_targets)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

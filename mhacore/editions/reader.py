@@ -621,3 +621,88 @@ def chapter_sources(book_root: Path) -> list[Path]:
                              "with a kernelspec); fix it or take it out of _toc.yml")
         chapters.append(page)
     return chapters
+
+
+
+_SELF_CHECK_CALL = re.compile(r"""\bcheck\(\s*["'](ex-[\w-]+)["']\s*,\s*answer\s*\)""")
+
+
+def _shown(output, formats: dict):
+    """An output of the book's execution as the reader notebook shows it: a glued value
+    (an output myst-nb records for the text, hidden in the notebook) displayed, as the
+    reader notebook's ``glue`` does; any other output as it is."""
+    import ast
+
+    import nbformat
+
+    record = output.get("metadata", {}).get("scrapbook")
+    if not record:
+        return output
+    prefix, key = record.get("mime_prefix", ""), record.get("name", "")
+    data = {k.removeprefix(prefix): v for k, v in output.get("data", {}).items()}
+    if set(data) - {"text/plain"}:  # a figure, an equation
+        data.pop("text/plain", None)
+        return nbformat.v4.new_output("display_data", data=data)
+    value = data.get("text/plain", "")
+    try:
+        value = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        pass
+    if not isinstance(value, str):
+        try:
+            value = format(value, formats.get(key, ""))
+        except (TypeError, ValueError):
+            value = str(value)
+    return nbformat.v4.new_output("stream", name="stdout", text=f"{key} = {value}\n")
+
+
+def with_outputs(reader, executed, formats: dict | None = None):
+    """The reader notebook ``reader`` with the outputs of the book's one execution of its
+    chapter, ``executed`` (nbformat notebooks; ``reader`` is not changed): what running
+    the reader notebook shows, without running it again.
+
+    Each code cell takes the outputs of the executed chapter cell with the same code;
+    what the chapter glues into its text shows in the output of the cell that glues it,
+    figures and equations displayed and numbers printed as ``key = value`` in the text's
+    ``formats`` (:func:`glue_formats`); a self-check shows its "Your turn" reply, as on
+    the site.
+    """
+    import copy
+
+    import nbformat
+
+    from mhacore.exercises import check
+
+    from .common import GLUE_IMPORT
+
+    def code(source):
+        return "\n".join(ln for ln in source.split("\n") if ln.strip() != GLUE_IMPORT).strip()
+
+    pool = [c for c in executed.cells if c.cell_type == "code"]
+    taken = [False] * len(pool)
+    notebook = copy.deepcopy(reader)
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.outputs, cell.execution_count = [], None
+        match = next((i for i, c in enumerate(pool)
+                      if not taken[i] and code(c.source) == code(cell.source)), None)
+        if match is not None:
+            taken[match] = True
+            cell.outputs = [_shown(o, formats or {}) for o in pool[match].get("outputs", [])]
+        label = _SELF_CHECK_CALL.search(cell.source)
+        if label:
+            reply = check(label.group(1), None)
+            cell.outputs = [nbformat.v4.new_output(
+                "display_data", data={"text/plain": repr(reply),
+                                      "text/markdown": reply._repr_markdown_()})]
+    notebook.metadata["mhacore_outputs"] = "from the book's build, not run again"
+    return notebook
+
+
+def glue_formats(source_text: str) -> dict:
+    """The formats a chapter's text gives its glued numbers, by key."""
+    from .common import _GLUE_ROLE
+
+    return {m.group(1).strip(): m.group(2) for m in _GLUE_ROLE.finditer(source_text)
+            if m.group(2)}
