@@ -15,9 +15,11 @@ read from ``exercise_seals.json`` beside this module, which ``tools/exercise_ans
 writes from the answers in the clear (kept in the repository, not in the package).
 
 What the seal does not stop: a number asked to 3 significant figures is one of about
-2,000 candidates per power of ten, and each hash takes about 0.05 s, so a student who
-writes a loop can recover it in minutes; the seal keeps answers from being *read*, not
-from being searched for. A formula cannot be searched for that way.
+2,000 candidates per power of ten, and each hash takes a few hundredths of a second; the
+"Close" reply (right to one figure fewer) narrows the search further, to about a hundred
+checks. So a student who writes a loop recovers a number in seconds to minutes: the seal
+keeps answers from being *read*, not from being searched for. A formula cannot be
+searched for that way.
 
 Answers given as strings (``"2.718"``, ``"sigma**2/n"``) are parsed by
 :func:`mhacore._parse.parse_answer`, which checks the syntax tree against a whitelist

@@ -1,6 +1,7 @@
 """Navigation on every width: the chapter list (primary sidebar) and the page's contents
 (secondary sidebar) open and close from their buttons on a phone (390 px), a tablet
-(800 px) and a laptop (1280 px), and each page has one search box. Playwright drives
+(800 px) and a laptop (1280 px), a section link closes the contents drawer, and each page
+shows one search control as it opens. Playwright drives
 Debian's Chromium; the tests are skipped when either is missing."""
 
 import pytest
@@ -24,8 +25,11 @@ STATE_JS = """
       && parseFloat(style.opacity) > 0.1 && box.width > 0
       && box.right > 0 && box.left < innerWidth;
   };
-  const visible = (el) => el.offsetParent !== null
-    && getComputedStyle(el).visibility !== "hidden";
+  const visible = (el) => {  // drawn, and on screen as the page opens
+    const box = el.getBoundingClientRect();
+    return el.offsetParent !== null && getComputedStyle(el).visibility !== "hidden"
+      && box.bottom > 0 && box.top < innerHeight;
+  };
   return {
     primary: shown(".bd-sidebar-primary"),
     secondary: shown(".bd-sidebar-secondary"),
@@ -79,6 +83,14 @@ def _toggle_faults(page, where) -> list[str]:
         page.wait_for_timeout(SETTLE_MS)
         if page.evaluate(STATE_JS)[panel] != shown:
             faults.append(f"{where}: the {panel} sidebar did not go back")
+        elif panel == "secondary" and not shown:
+            # a drawer: following one of its section links closes it
+            button.first.click()
+            page.wait_for_timeout(SETTLE_MS)
+            page.locator("dialog[open] a[href*='#']").first.click()
+            page.wait_for_timeout(SETTLE_MS)
+            if page.evaluate(STATE_JS)[panel]:
+                faults.append(f"{where}: a section link left the {panel} drawer open")
     return faults
 
 

@@ -315,6 +315,7 @@ def _readers(app):
 
 def setup(app):
     app.add_css_file("editions.css")
+    app.add_js_file("editions.js")
     app.connect("config-inited", _configure, priority=800)
     app.connect("builder-inited", _readers)
     app.connect("html-page-context", _reader_download, priority=500)
