@@ -80,7 +80,7 @@ class Builds:
             raise RuntimeError("the test session ended before this build started")
         proc = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_die_with_parent)
         with self._lock:
             self._processes.add(proc)
         try:
@@ -107,6 +107,18 @@ class Builds:
             self._executor.shutdown(wait=True)
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _die_with_parent():
+    """In the child, before it runs: be killed when the thread that started it goes, so
+    a test run that is killed (SIGTERM, a CI timeout) leaves no build behind; its kernels
+    notice their parent is gone and exit too."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: stop() still ends what it can
+        pass
 
 
 def _kill_group(proc):
