@@ -291,7 +291,8 @@ def _write_readers(app, exception):
     import nbformat
     from jupyter_cache import get_cache
 
-    from mhacore.editions.reader import glue_formats, with_outputs
+    from mhacore.editions.common import glue_formats
+    from mhacore.editions.reader import with_outputs
 
     cache = get_cache(app.config.nb_execution_cache_path)
     for pagename, reader in app.mhacore_readers.items():

@@ -18,14 +18,13 @@ output by the reply a reader sees before answering, ``check(label, None)`` ("You
 """
 
 import os
-import re
 
 from docutils import nodes
 from sphinx.transforms import SphinxTransform
 
+from mhacore.editions.common import SELF_CHECK as _SELF_CHECK  # check("ex-1-2", answer)
+
 EDITION_VARIABLE = "MHACORE_EDITION"
-# the self-check cell of an exercise: check("ex-1-2", answer)
-_SELF_CHECK = re.compile(r"""\bcheck\(\s*["'](ex-[\w-]+)["']\s*,\s*answer\s*\)""")
 _REPOSITORY_BUTTONS = ("use_repository_button", "use_issues_button", "use_edit_page_button",
                        "use_source_button", "use_download_button")
 

@@ -17,6 +17,14 @@ STUB = ("# Your turn: define what you need (e.g. symbols with sp.symbols), compu
         "answer = None")
 # Inline glue roles, {glue:text}`key:fmt` etc.: group 1 is the key, group 2 the format.
 _GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`:]*)(?::([^`]*))?`")
+# a self-check cell's call: check("ex-1-2", answer)
+SELF_CHECK = re.compile(r"""\bcheck\(\s*["'](ex-[\w-]+)["']\s*,\s*answer\s*\)""")
+
+
+def glue_formats(markdown: str) -> dict:
+    """The formats a text gives its glued numbers, by key (``{glue:text}`key:.3f```)."""
+    return {m.group(1).strip(): m.group(2) for m in _GLUE_ROLE.finditer(markdown)
+            if m.group(2)}
 GLUE_IMPORT = "from myst_nb import glue"
 GLUE_CELL_KEY = "mhacore_glue"  # metadata flag of the added cell
 GLUE_CELL = '''\
@@ -63,9 +71,8 @@ def show_glued(notebook):
                if c.cell_type == "code" and GLUE_IMPORT in c.source), None)
     if at is None:
         return notebook
-    formats = {m.group(1).strip(): m.group(2) for c in notebook.cells
-               if c.cell_type == "markdown" for m in _GLUE_ROLE.finditer(c.source)
-               if m.group(2)}
+    formats = glue_formats("\n".join(c.source for c in notebook.cells
+                                      if c.cell_type == "markdown"))
     # the added cell defines glue(), so the edition never needs myst_nb (a reader's plain
     # Python has none)
     source = notebook.cells[at].source

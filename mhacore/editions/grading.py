@@ -27,7 +27,6 @@ from pathlib import Path
 WEEKS = {"week1": ("01", "02"), "week2": ("03",), "week3": ("04", "05"),
          "week4": ("06", "07", "08")}
 POINTS = 1
-_CHECK = re.compile(r"""\bcheck\(\s*["'](ex-\d+-\d+)["']\s*,\s*answer\s*\)""")
 CONFIG = '''\
 # nbgrader configuration of the course made by `python -m mhacore teach nbgrader`.
 c = get_config()  # noqa: F821 (nbgrader provides it)
@@ -80,7 +79,7 @@ def assignment_notebook(source: Path, book):
     graded exercises.
     """
     from .reader import edition_notebook
-    from .common import SOLUTION_TAG
+    from .common import SELF_CHECK, SOLUTION_TAG
 
     notebook = edition_notebook(source, book, "nbgrader")
     cells, labels = [], []
@@ -94,7 +93,7 @@ def assignment_notebook(source: Path, book):
             cell.source = f"### BEGIN SOLUTION\n{cell.source}\n### END SOLUTION"
             _nbgrader(cell, f"answer-{len(labels) + 1}", solution=True, grade=False)
             continue
-        match = _CHECK.search(cell.source)
+        match = SELF_CHECK.search(cell.source)
         if match:
             labels.append(match.group(1))
             cells.append(hidden_test_cell(match.group(1)))

@@ -624,9 +624,6 @@ def chapter_sources(book_root: Path) -> list[Path]:
 
 
 
-_SELF_CHECK_CALL = re.compile(r"""\bcheck\(\s*["'](ex-[\w-]+)["']\s*,\s*answer\s*\)""")
-
-
 def _shown(output, formats: dict):
     """An output of the book's execution as the reader notebook shows it: a glued value
     (an output myst-nb records for the text, hidden in the notebook) displayed, as the
@@ -664,8 +661,8 @@ def with_outputs(reader, executed, formats: dict | None = None):
     Each code cell takes the outputs of the executed chapter cell with the same code;
     what the chapter glues into its text shows in the output of the cell that glues it,
     figures and equations displayed and numbers printed as ``key = value`` in the text's
-    ``formats`` (:func:`glue_formats`); a self-check shows its "Your turn" reply, as on
-    the site.
+    ``formats`` (:func:`mhacore.editions.common.glue_formats`); a self-check shows its
+    "Your turn" reply, as on the site.
     """
     import copy
 
@@ -673,7 +670,7 @@ def with_outputs(reader, executed, formats: dict | None = None):
 
     from mhacore.exercises import check
 
-    from .common import GLUE_IMPORT
+    from .common import GLUE_IMPORT, SELF_CHECK
 
     def code(source):
         return "\n".join(ln for ln in source.split("\n") if ln.strip() != GLUE_IMPORT).strip()
@@ -690,7 +687,7 @@ def with_outputs(reader, executed, formats: dict | None = None):
         if match is not None:
             taken[match] = True
             cell.outputs = [_shown(o, formats or {}) for o in pool[match].get("outputs", [])]
-        label = _SELF_CHECK_CALL.search(cell.source)
+        label = SELF_CHECK.search(cell.source)
         if label:
             reply = check(label.group(1), None)
             cell.outputs = [nbformat.v4.new_output(
@@ -698,11 +695,3 @@ def with_outputs(reader, executed, formats: dict | None = None):
                                       "text/markdown": reply._repr_markdown_()})]
     notebook.metadata["mhacore_outputs"] = "from the book's build, not run again"
     return notebook
-
-
-def glue_formats(source_text: str) -> dict:
-    """The formats a chapter's text gives its glued numbers, by key."""
-    from .common import _GLUE_ROLE
-
-    return {m.group(1).strip(): m.group(2) for m in _GLUE_ROLE.finditer(source_text)
-            if m.group(2)}
