@@ -409,38 +409,57 @@ def check(argv: list[str]) -> int:
 
 #: What each ``--size`` runs, and its time in one process on two CPU cores.
 SWEEP_SIZES = {
-    "tiny": "D 4 and 8, n 20 and 200, 3 blocks of 2 designs (about 2 s)",
-    "small": "D 8, 16, 32, n 30 to 3000, 4 blocks of 2 designs (about 2 s with "
-             "OMP_NUM_THREADS=1, 5-20 s without)",
-    "large": "D 8 to 128, 22 n from 10 to 31 623, 32 blocks of 1 design (about 30 "
-             "minutes)",
+    "heads-width": {
+        "tiny": "D 2 and 4, n 20 and 60, 2 blocks of 2 designs (a few seconds)",
+        "small": "D 4 and 8, n 20 and 200, 2 blocks of 3 designs (about a minute)",
+        "large": "D 4, 8, 16 (p = D), n 20 to 2000, 4 blocks of 3 designs (about 25 "
+                 "minutes)"},
+    "heads-width-fixed": {
+        "tiny": "D 4 and 8, n 20 and 200, 3 blocks of 2 designs (about 2 s)",
+        "small": "D 8, 16, 32, n 30 to 3000, 4 blocks of 2 designs (about 2 s with "
+                 "OMP_NUM_THREADS=1, 5-20 s without)",
+        "large": "D 8 to 128, 22 n from 10 to 31 623, 32 blocks of 1 design (about 30 "
+                 "minutes)"},
 }
 
 
 def sweep(argv: list[str]) -> int:
     """Run a sweep; see ``python -m mhacore sweep heads-width --help``.
 
-    Alone it runs in this process; under ``torchrun --nproc-per-node N -m mhacore sweep
-    ...`` the units are shared by the ranks and rank 0 writes the report.
+    ``heads-width`` is the fair sweep of claim C5 (:mod:`mhacore.fair_width`:
+    temperatures chosen by cross-validation, random, signal-aware and learned heads,
+    mixture and concat outputs, three targets, baselines); ``heads-width-fixed`` is
+    chapter 6's first model (:mod:`mhacore.sweeps`: one projection scale, random heads,
+    the convex mixture). Alone it runs in this process; under ``torchrun
+    --nproc-per-node N -m mhacore sweep ...`` the units are shared by the ranks and rank
+    0 writes the report.
 
     Exit status: 0 when the sweep finished, 1 when ``--resume`` refuses ``--out``, 2 for
     a usage error (found before any work starts and before the process group), 130
     after Ctrl-C or SIGTERM (one line says how many units are saved).
     """
-    from . import distributed, sweeps
+    from . import distributed, fair_width, sweeps
 
-    sizes = "; ".join(f"{name}: {SWEEP_SIZES[name]}" for name in sweeps.SIZES)
+    fixed = bool(argv) and argv[0] == "heads-width-fixed"
+    module = sweeps if fixed else fair_width
+    name = "heads-width-fixed" if fixed else "heads-width"
+    sizes = "; ".join(f"{s}: {SWEEP_SIZES[name][s]}" for s in module.SIZES)
     parser = _Parser(
         prog="python -m mhacore sweep",
         description="Claim C5: best head width d_k* over budgets D and sizes n. "
-                    f"Sizes (one process, two CPU cores): {sizes}.")
-    parser.add_argument("name", choices=["heads-width"])
-    parser.add_argument("--size", choices=list(sweeps.SIZES), default="small",
+                    "heads-width: the fair sweep (temperatures by cross-validation, "
+                    "random, signal-aware and learned heads, mixture and concat "
+                    "outputs, p = D); heads-width-fixed: chapter 6's first model (one "
+                    "projection scale). "
+                    f"Sizes of {name} (one process, two CPU cores): {sizes}.")
+    parser.add_argument("name", choices=["heads-width", "heads-width-fixed"])
+    parser.add_argument("--size", choices=list(module.SIZES), default="small",
                         help="grid and replicates (default: %(default)s)")
     parser.add_argument("--budgets", type=_int_at_least(2), nargs="+", metavar="D",
                         help="override the size's budgets D (each >= 2)")
     parser.add_argument("--n-values", type=_int_at_least(2), nargs="+", metavar="N",
-                        help="override the size's sample sizes n (each >= 2)")
+                        help="override the size's sample sizes n (each >= 2; "
+                             "heads-width: >= 10)")
     parser.add_argument("--blocks", type=_int_at_least(1),
                         help="override the number of blocks")
     parser.add_argument("--block-size", type=_int_at_least(1),
@@ -448,7 +467,10 @@ def sweep(argv: list[str]) -> int:
     parser.add_argument("--queries", type=_int_at_least(1),
                         help="override queries per design")
     parser.add_argument("--p", type=_int_at_least(1),
-                        help="override the dimension of keys and queries (>= every D)")
+                        help="heads-width-fixed only: override the dimension of keys "
+                             "and queries (>= every D; heads-width has p = D)")
+    parser.add_argument("--steps", type=_int_at_least(0),
+                        help="heads-width only: gradient steps of the learned heads")
     parser.add_argument("--seed", type=_seed_arg, default=20260521,
                         help="integer >= 0 (default: %(default)s)")
     parser.add_argument("--device", type=_device_arg, default="cpu",
@@ -458,27 +480,32 @@ def sweep(argv: list[str]) -> int:
                         help="keep the units already in --out and run the missing ones; "
                              "more --blocks, --n-values or --budgets grow the grid. "
                              "Refuses (exit 1, file untouched) when --out was made with "
-                             "another --seed, --p, --queries or --block-size, or is not "
-                             "a sweep report")
+                             "another sweep, --seed, --p, --queries, --block-size or "
+                             "--steps, or is not a sweep report")
     args = parser.parse_args(argv)
     if args.resume and args.out is None:
         parser.error("--resume needs --out")
+    if fixed and args.steps is not None:
+        parser.error("--steps belongs to heads-width (learned heads), not heads-width-fixed")
+    if not fixed and args.p is not None:
+        parser.error("--p belongs to heads-width-fixed; heads-width has p = D")
     overrides = {"budgets": args.budgets, "n_values": args.n_values,
-                 "blocks": args.blocks, "block_size": args.block_size, "m": args.queries,
-                 "p": args.p}
+                 "blocks": args.blocks, "block_size": args.block_size, "m": args.queries}
+    overrides.update({"p": args.p} if fixed else {"steps": args.steps})
     try:
-        sweeps.settings(args.size, seed=args.seed, overrides=overrides)
+        module.settings(args.size, seed=args.seed, overrides=overrides)
     except ValueError as exc:  # --p below a budget: checked before any work
-        parser.error(str(exc).replace("p must", "--p must", 1))
+        parser.error(str(exc).replace("p must", "--p must", 1)
+                     .replace("n_values must", "--n-values must", 1))
     _before_work(parser, args.out, None if args.resume else "sweep")
     try:
         with _sigterm_as_interrupt():
-            report = sweeps.run_sweep(args.size, seed=args.seed, device=args.device,
+            report = module.run_sweep(args.size, seed=args.seed, device=args.device,
                                       out=args.out, resume=args.resume,
                                       overrides=overrides,
                                       command=["python", "-m", "mhacore", "sweep", *argv])
         if distributed.rank() == 0:
-            print(sweeps.format_summary(report["summary"]))
+            print(module.format_summary(report["summary"]))
     except sweeps.ResumeRefused as exc:
         if distributed.rank() == 0:
             print(f"--resume: {exc}", file=sys.stderr)
@@ -524,7 +551,8 @@ def main(argv: list[str] | None = None) -> int:
               "  doctor  versions of the stack, device and determinism settings\n"
               "  check   run the book's theorem checks and write a JSON report\n"
               "  teach   generate reader, student or instructor notebooks from the chapters\n"
-              "  sweep   heads-width: best head width over budgets and sizes (C5)",
+              "  sweep   heads-width: best head width over budgets and sizes (C5); "
+              "heads-width-fixed: chapter 6's first model",
               file=sys.stdout if asked else sys.stderr)
         return 0 if asked else 2
     return commands[argv[0]](argv[1:])

@@ -60,7 +60,7 @@ def splits(budget: int) -> np.ndarray:
     return np.array([d for d in range(1, budget + 1) if budget % d == 0])
 
 
-REPORT = Path(__file__).resolve().parents[1] / "reports" / "sweep-heads-width.json"
+REPORT = Path(__file__).resolve().parents[1] / "reports" / "sweep-heads-width-fixed.json"
 
 
 def load_report(path=None) -> dict:
@@ -199,6 +199,19 @@ def _count(value, name, minimum):
     return check_int(value, name, minimum=minimum)
 
 
+def _grid_values(values, key, minimum):
+    """A grid axis: a non-empty list of integers ``>= minimum``, no value twice, sorted."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or not values:
+        raise ValueError(f"{key} must be a non-empty list of integers >= {minimum}; "
+                         f"got {values!r}")
+    values = [_count(v, key, minimum) for v in values]
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise ValueError(f"{key} must not repeat a value (each is one row of the grid); "
+                         f"got {repeated[0]} more than once in {values}")
+    return sorted(values)  # the grid's rows in ascending order, whatever the order given
+
+
 def settings(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGMA,
              overrides=None):
     """The sweep's settings: a row of :data:`SIZES` with ``overrides``, validated.
@@ -215,15 +228,7 @@ def settings(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGMA
     s = dict(SIZES[size], **{k: v for k, v in (overrides or {}).items()
                              if v is not None})
     for key, minimum in (("budgets", 2), ("n_values", 2)):
-        if isinstance(s[key], (str, bytes)) or not hasattr(s[key], "__len__") or not s[key]:
-            raise ValueError(f"{key} must be a non-empty list of integers >= {minimum}; "
-                             f"got {s[key]!r}")
-        s[key] = [_count(v, key, minimum) for v in s[key]]
-        repeated = sorted({v for v in s[key] if s[key].count(v) > 1})
-        if repeated:
-            raise ValueError(f"{key} must not repeat a value (each is one row of the grid); "
-                             f"got {repeated[0]} more than once in {s[key]}")
-        s[key] = sorted(s[key])  # the grid's rows in ascending order, whatever the order given
+        s[key] = _grid_values(s[key], key, minimum)
     for key in ("blocks", "block_size", "m", "p"):
         s[key] = _count(s[key], key, 1)
     if max(s["budgets"]) > s["p"]:
@@ -234,7 +239,7 @@ def settings(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGMA
                 sigma=check_positive(sigma, "sigma"))
 
 
-def _kept_units(out, new):
+def _kept_units(out, new, option_names=None):
     """Units of the sweep report ``out`` that a run with settings ``new`` may keep, or
     :class:`ResumeRefused` naming the setting that differs.
 
@@ -256,9 +261,14 @@ def _kept_units(out, new):
         raise ResumeRefused(f"{out} is not a sweep report (no settings and units); "
                             "write to another --out")
     skip = {"budgets", "n_values", "blocks", "size"}
+    if old["settings"].get("sweep") != new.get("sweep"):  # the fixed sweep has no name
+        name = lambda s: s.get("sweep", "heads-width-fixed")  # noqa: E731
+        raise ResumeRefused(
+            f"{out} is a report of the sweep {name(old['settings'])} and this run is the "
+            f"sweep {name(new)}; refusing to mix their units. Write to another --out")
     for key, value in new.items():
         if key not in skip and old["settings"].get(key) != value:
-            name = OPTION_NAMES.get(key, key)
+            name = (OPTION_NAMES if option_names is None else option_names).get(key, key)
             size = old["settings"].get("size")
             hint = f" (its --size was {size})" if size != new["size"] else ""
             raise ResumeRefused(
@@ -312,9 +322,56 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
         bias and spread, designs in order), ``summary`` (:func:`summarise`),
         ``provenance`` and ``distributed`` (world size, backend, each rank's device).
     """
+    settings_ = settings(size, seed=seed, scale=scale, sigma=sigma, overrides=overrides)
+    return run_units(Sweep("heads-width-fixed", plan=lambda s: plan_units(
+        s["budgets"], s["n_values"], s["blocks"]), key=unit_key,
+        unit=lambda u, s, ctx: _unit(u, s, ctx), summarise=lambda r: summarise(r),
+        option_names=OPTION_NAMES, unit_problem=unit_problem), settings_, device=device, out=out, resume=resume,
+        command=command, log=log)
+
+
+class Sweep:
+    """What :func:`run_units` needs of a sweep: its name, ``plan(settings)`` (the
+    units), ``key(unit)`` (the unit's JSON key), ``unit(unit, settings, ctx)`` (its
+    result), ``summarise(report)`` and the command-line names of its settings."""
+
+    def __init__(self, name, *, plan, key, unit, summarise, option_names, unit_problem):
+        self.name, self.plan, self.key, self.unit = name, plan, key, unit
+        self.summarise, self.option_names = summarise, option_names
+        self.unit_problem = unit_problem  # (unit, result, settings) -> str or None
+
+
+def _numbers(value, shape, name, minimum=-math.inf):
+    """Why ``value`` is not an array of finite numbers ``>= minimum`` of ``shape``."""
+    try:
+        a = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return f"{name} is not an array of numbers"
+    if a.shape != tuple(shape):
+        return f"{name} has shape {a.shape}, expected {tuple(shape)}"
+    if not np.isfinite(a).all():
+        return f"{name} holds a value that is not finite"
+    if (a < minimum).any():
+        return f"{name} holds a value below {minimum}"
+    return None
+
+
+def unit_problem(unit, result, s):
+    """Why a kept unit of the fixed sweep cannot be summarised (None when it can)."""
+    if not isinstance(result, dict):
+        return "not an object"
+    shape = (len(splits(unit[0])), s["block_size"])
+    return (_numbers(result.get("bias_sq"), shape, "bias_sq", 0.0)
+            or _numbers(result.get("spread"), shape, "spread", 0.0))
+
+
+def run_units(sweep, settings_, *, device="cpu", out=None, resume=False, command=None,
+              log=print):
+    """Run the units of ``sweep`` (a :class:`Sweep`) with validated settings, alone or as
+    one rank of many; see :func:`run_sweep` for ``out``, ``resume`` and what it raises."""
     from ._provenance import provenance
 
-    settings_ = settings(size, seed=seed, scale=scale, sigma=sigma, overrides=overrides)
+    size = settings_["size"]
     if resume and out is None:
         raise ValueError("resume=True needs out (the report to resume)")
     out = None if out is None else Path(out)
@@ -340,7 +397,7 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
         kept = ({}, [])
         if lead and resume:
             try:
-                kept = _kept_units(out, settings_)
+                kept = _kept_units(out, settings_, sweep.option_names)
             except ResumeRefused as exc:
                 kept = exc
         kept = distributed.broadcast(kept)
@@ -349,22 +406,36 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
         # every kept unit stays in the file, also those outside this run's grid (a smaller
         # --blocks or fewer sizes): the summary reads the grid's units only
         units_done = dict(kept[0])
+        if lead and resume:  # a kept unit of the grid is summarised: it must be sound
+            bad = next(((sweep.key(u), sweep.unit_problem(u, units_done[sweep.key(u)],
+                                                          settings_))
+                        for u in sweep.plan(settings_) if sweep.key(u) in units_done
+                        and sweep.unit_problem(u, units_done[sweep.key(u)], settings_)),
+                       None)
+            bad = ResumeRefused(f"{out} holds unit {bad[0]} that cannot be summarised "
+                                f"({bad[1]}); refusing to keep it. Remove that unit or "
+                                "write to another --out") if bad else None
+        else:
+            bad = None
+        bad = distributed.broadcast(bad)
+        if bad is not None:
+            raise bad
         run = {"provenance": provenance(command), "distributed": distributed.describe(ctx),
                "units_run": 0, "wall_s": 0.0}
         report = {"settings": settings_, "units": units_done, "runs": kept[1] + [run]}
-        grid = plan_units(settings_["budgets"], settings_["n_values"], settings_["blocks"])
-        todo = [u for u in grid if unit_key(u) not in units_done]
-        say(f"sweep {size}: {len(grid) - len(todo)} units kept, {len(todo)} to run on "
+        grid = sweep.plan(settings_)
+        todo = [u for u in grid if sweep.key(u) not in units_done]
+        say(f"sweep {sweep.name} {size}: {len(grid) - len(todo)} units kept, {len(todo)} to run on "
             f"{ctx.world_size} rank(s)")
         start, every = time.perf_counter(), max(1, len(todo) // (20 * ctx.world_size))
         saved = None
         try:
             for r0 in range(0, len(todo), ctx.world_size):
                 batch = todo[r0:r0 + ctx.world_size]
-                results = distributed.map_items(lambda i: _unit(batch[i], settings_, ctx),
+                results = distributed.map_items(lambda i: sweep.unit(batch[i], settings_, ctx),
                                                 len(batch))
                 for unit, result in zip(batch, results):
-                    report["units"][unit_key(unit)] = result
+                    report["units"][sweep.key(unit)] = result
                 run["units_run"] += len(batch)
                 run["wall_s"] = round(time.perf_counter() - start, 3)
                 if lead and out is not None:
@@ -377,7 +448,7 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
                 saved = len(kept[0])  # the file as it was (empty without resume)
             exc.saved = saved
             raise
-        report["summary"] = summarise(report)
+        report["summary"] = sweep.summarise(report)
         if lead and out is not None:
             _write_atomic(out, report)
         return report

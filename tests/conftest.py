@@ -1,6 +1,7 @@
 """The unit tests' Hypothesis profile (DESIGN.md house rule 10: reproducible in CI), and
 the session's long builds, started in the background (tests/builds.py)."""
 
+import json
 import os
 
 from hypothesis import settings
@@ -93,3 +94,23 @@ def reader_runs():
         pytest.fail("running the reader notebooks failed:\n"
                     + (proc.stdout + proc.stderr)[-5000:])
     return written, executed, proc
+
+
+@pytest.fixture
+def refuses_spoiled_unit(tmp_path):
+    """Check that ``run(out=..., resume=True)`` refuses a report whose unit ``key`` was
+    spoiled by ``spoil``, with ``pattern``, and leaves the file as it was."""
+    from mhacore import sweeps
+
+    def check(run, key, spoil, pattern):
+        out = tmp_path / "spoiled.json"
+        run(out=out, log=None)
+        report = json.loads(out.read_text())
+        spoil(report["units"][key])
+        out.write_text(json.dumps(report))
+        before = out.read_bytes()
+        with pytest.raises(sweeps.ResumeRefused, match=pattern):
+            run(out=out, resume=True, log=None)
+        assert out.read_bytes() == before
+
+    return check

@@ -89,7 +89,7 @@ def test_doctor_check_and_sweep_never_load_the_editions():
             "sys.modules['yaml'] = None  # as if PyYAML were not installed\n"
             "from mhacore.__main__ import main\n"
             "for argv in (['doctor'], ['check', '--theorem', 'head-is-nw'],\n"
-            "             ['sweep', 'heads-width', '--size', 'tiny']):\n"
+            "             ['sweep', 'heads-width-fixed', '--size', 'tiny']):\n"
             "    assert main(argv) == 0, argv\n"
             "loaded = [m for m in sys.modules if m.startswith('mhacore.editions')]\n"
             "assert not loaded, loaded\n")

@@ -13,7 +13,7 @@ from mhacore import sweeps
 from mhacore.decomposition import design_decomposition
 from mhacore.theorems.ch06_heads_width import block_heads, signal
 
-REPORT = Path(__file__).resolve().parents[1] / "reports" / "sweep-heads-width.json"
+REPORT = Path(__file__).resolve().parents[1] / "reports" / "sweep-heads-width-fixed.json"
 
 
 def test_block_risks_match_chapter_6_heads_and_the_decomposition():
@@ -192,7 +192,7 @@ def test_sweep_command_refuses_a_repeated_budget(capsys):
     from mhacore.__main__ import main
 
     with pytest.raises(SystemExit) as exc:
-        main(["sweep", "heads-width", "--size", "tiny", "--budgets", "4", "4"])
+        main(["sweep", "heads-width-fixed", "--size", "tiny", "--budgets", "4", "4"])
     assert exc.value.code == 2 and "budgets must not repeat a value" in capsys.readouterr().err
 
 
@@ -200,7 +200,7 @@ def test_sweep_command_alone(tmp_path, capsys):
     from mhacore.__main__ import main
 
     out = tmp_path / "s.json"
-    assert main(["sweep", "heads-width", "--size", "tiny", "--budgets", "4",
+    assert main(["sweep", "heads-width-fixed", "--size", "tiny", "--budgets", "4",
                  "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["settings"]["budgets"] == [4] and len(report["units"]) == 6
@@ -221,7 +221,7 @@ def test_committed_report_is_complete_and_its_summary_reproducible():
 
 # ---- the command line -----------------------------------------------------------------
 
-ONE_UNIT = ["sweep", "heads-width", "--size", "tiny", "--budgets", "4", "--n-values", "20",
+ONE_UNIT = ["sweep", "heads-width-fixed", "--size", "tiny", "--budgets", "4", "--n-values", "20",
             "--blocks", "1"]
 
 
@@ -298,7 +298,7 @@ def test_resume_grows_the_grid_and_keeps_the_units(one_unit):
     (["--resume"], r"--resume needs --out"),
 ])
 def test_bad_sweep_options_are_one_line_usage_errors(capsys, argv, pattern):
-    assert _sweep_exit(["sweep", "heads-width", "--size", "tiny", *argv]) == 2
+    assert _sweep_exit(["sweep", "heads-width-fixed", "--size", "tiny", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert re.search(pattern, err[-1]), err
     assert err[-1].startswith("python -m mhacore sweep: error:")
@@ -381,3 +381,15 @@ def test_reports_get_the_usual_permissions(tmp_path):
     finally:
         os.umask(mask)
     assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.parametrize("spoil, pattern", [
+    (lambda u: u["spread"][0].__setitem__(0, float("nan")), r"spread holds a value that is not finite"),
+    (lambda u: u["bias_sq"].pop(), r"bias_sq has shape \(2, 2\), expected \(3, 2\)"),
+    (lambda u: u["bias_sq"][1].__setitem__(1, -1e308), r"bias_sq holds a value below 0.0"),
+])
+def test_resume_refuses_a_kept_unit_it_cannot_summarise(refuses_spoiled_unit, spoil,
+                                                        pattern):
+    grid = {"budgets": [4], "n_values": [20], "blocks": 1}
+    refuses_spoiled_unit(lambda **kw: sweeps.run_sweep("tiny", overrides=grid, **kw),
+                         sweeps.unit_key((4, 20, 0)), spoil, pattern)
