@@ -6,17 +6,18 @@ analogue of never choosing a bandwidth), draws projections blind to the signal, 
 heads convexly, and spends budgets ``D`` inside a larger data space. Here, for every
 split ``H·d_k = D`` of a budget, in a data space ``R^D`` as wide as the budget:
 
-* the **temperature** is chosen from the data by leave-one-out cross-validation over
+* the **temperature** is chosen from the data by 5-fold cross-validation over
   :data:`SCALES` (the oracle choice, which needs the truth, is recorded beside it);
 * the **projections** are of three kinds from one initialisation family: ``random``
   (orthogonal blocks of a random rotation, as chapter 6), ``signal-aware`` (every head
   contains the single-index direction; for the additive target, heads on blocks of
   coordinates), and ``learned`` (``W_Q``, ``W_K`` per head and the temperature, trained
-  by gradient descent on the leave-one-out loss from the random kind);
+  by Adam for a fixed number of steps on the error at held-out batches, from the random
+  kind and its cross-validated temperature; no early stopping);
 * the heads are combined on two **output paths**: the convex ``mixture`` of claim C1
   (uniform weights ``1/H``) and the transformer's ``concat``: concatenation followed by
   a learned ``W_O``, here a signed combination ``β₀ + Σ_h β_h ŷ_h`` fitted by least
-  squares on the heads' leave-one-out outputs (stacking);
+  squares on the heads' leave-one-out outputs (stacking), judged on held-out folds;
 * three **targets** of equal variance: ``single-index`` ``2 sin(1ᵀx/√D)``, ``additive``
   ``(2/√D) Σ_j sin x_j`` and ``radial`` ``a (‖x‖² − D)/√(2D)``;
 * two **baselines**: the constant predictor ``ȳ`` and a Gaussian Nadaraya–Watson smoother
