@@ -11,16 +11,20 @@ and device and writes a JSON report with provenance.  With ``--out`` the report 
 rewritten (atomically) after every finished check, and ``--resume`` keeps every result
 already in it and runs only the missing checks, so an interrupted long run loses nothing.
 ``--resume`` refuses (exit 1, file untouched) when the file was made with another seed,
-scale or device, or is not a report. Kept results carry their own ``provenance``; a
+scale or device, is not a report, or holds a result it cannot keep (an estimate,
+prediction or SE that is not a finite number, a seed that is not an integer, or a second
+result of one check at one seed, which would be counted twice). Kept results carry their own ``provenance``; a
 result without one was computed by the run that the top-level ``provenance`` describes.
 Bad arguments, an unwritable ``--out`` (its folder must exist; it is not created) and an
 unavailable device are usage errors (exit 2) found before any work starts, as is a
 process that SLURM started as one of several tasks without ``torchrun``. Ctrl-C, or
 SIGTERM in a plain run, ends with one line saying what is saved (exit 130).
 
-``sweep`` (:mod:`mhacore.sweeps`) follows the same rules; its ``--resume`` refuses (exit
-1, file untouched) a file made with another ``--seed``, ``--p``, ``--queries`` or
-``--block-size``, or one that is not a sweep report.
+``sweep`` (:mod:`mhacore.fair_width` for ``heads-width``, :mod:`mhacore.sweeps` for
+``heads-width-fixed``) follows the same rules; its ``--resume`` refuses (exit 1, file
+untouched) a file made by the other sweep or with another ``--seed``, ``--queries``,
+``--block-size``, ``--steps`` or ``--p``, one that is not a sweep report, or one holding
+a unit of the grid it cannot summarise (a wrong shape, a value not finite or negative).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import signal
 import sys
@@ -212,11 +217,25 @@ def _load_report(path: Path) -> dict | None:
     kinds = {"scale": str, "device": str, "seed": int}
     wrong = [f"{k} {report[k]!r}" for k, kind in kinds.items()
              if not isinstance(report[k], kind) or isinstance(report[k], bool)]
+    seen = set()
     for i, r in enumerate(results):
         if not isinstance(r["theorem_id"], str):
             wrong.append(f"results[{i}].theorem_id {r['theorem_id']!r}, not a string")
         if not isinstance(r.get("passed"), bool):
             wrong.append(f"results[{i}].passed {r.get('passed', 'missing')!r}, not true/false")
+        for key in ("estimate", "prediction", "standard_error"):  # a summary needs them
+            value = r.get(key, "missing")
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value)):
+                wrong.append(f"results[{i}].{key} {value!r}, not a finite number")
+        seed = r.get("seed", report["seed"])
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            wrong.append(f"results[{i}].seed {seed!r}, not an integer")
+        elif isinstance(r["theorem_id"], str):
+            if (r["theorem_id"], seed) in seen:  # would be counted twice
+                wrong.append(f"results[{i}] a second result of {r['theorem_id']} at seed "
+                             f"{seed}")
+            seen.add((r["theorem_id"], seed))
     if wrong:
         raise _Refusal(f"{path} is not a check report (wrong entries: {'; '.join(wrong[:3])})")
     return report

@@ -2,6 +2,7 @@
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,28 @@ def test_check_writes_report_with_provenance_and_resumes(toy_registry, tmp_path)
     assert toy_registry == ["toy-holds", "toy-fails"]
     ids = [r["theorem_id"] for r in json.loads(out.read_text())["results"]]
     assert ids == ["toy-holds", "toy-fails"]
+
+
+@pytest.mark.parametrize("spoil, pattern", [
+    (lambda rs: rs.append(dict(rs[0])), r"results\[1\] a second result of toy-holds at seed"),
+    (lambda rs: rs[0].update(estimate=float("nan")), r"results\[0\].estimate nan, not a finite"),
+    (lambda rs: rs[0].update(standard_error=-1e308 * 10), r"standard_error -inf, not a finite"),
+    (lambda rs: rs[0].pop("prediction"), r"prediction 'missing', not a finite number"),
+    (lambda rs: rs[0].update(seed=1.5), r"results\[0\].seed 1.5, not an integer"),
+])
+def test_check_resume_refuses_a_result_it_cannot_keep(toy_registry, tmp_path, capsys, spoil,
+                                                      pattern):
+    """A duplicated or malformed result would be counted (or crash the summary): refuse it,
+    exit 1, and leave the file as it was."""
+    out = tmp_path / "report.json"
+    assert check(["--theorem", "toy-holds", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    spoil(report["results"])
+    out.write_text(json.dumps(report))
+    before = out.read_bytes()
+    assert check(["--theorem", "toy-holds", "--out", str(out), "--resume"]) == 1
+    assert re.search(pattern, capsys.readouterr().err)
+    assert out.read_bytes() == before
 
 
 def test_check_rejects_unknown_theorem(toy_registry):
