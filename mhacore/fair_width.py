@@ -88,7 +88,7 @@ def splits(budget):
 def target_values(name, x):
     """The regression function ``name`` of :data:`TARGETS` at ``x`` of shape (..., D).
 
-    All three have mean 0 and variance ``2(1 − e⁻²) ≈ 1.73`` under ``x ~ N(0, I_D)``.
+    All three have mean 0 and variance ``2(1 − e⁻²)`` under ``x ~ N(0, I_D)``.
 
     >>> x = torch.zeros(1, 4, dtype=torch.float64)
     >>> [round(float(target_values(t, x)[0]), 3) for t in TARGETS]
