@@ -431,7 +431,7 @@ SWEEP_SIZES = {
     "heads-width": {
         "tiny": "D 2 and 4, n 20 and 60, 2 blocks of 2 designs (a few seconds)",
         "small": "D 4 and 8, n 20 and 200, 2 blocks of 3 designs (about a minute)",
-        "large": "D 4, 8, 16 (p = D), n 20 to 2000, 4 blocks of 3 designs (about 25 "
+        "large": "D 4, 8, 16 (p = D), n 20 to 2000, 4 blocks of 3 designs (about 35 "
                  "minutes)"},
     "heads-width-fixed": {
         "tiny": "D 4 and 8, n 20 and 200, 3 blocks of 2 designs (about 2 s)",

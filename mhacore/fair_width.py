@@ -81,8 +81,11 @@ _AMPLITUDE = 2.0 * math.sqrt((1 - math.exp(-2.0)) / 2)  # radial: same variance 
 
 
 def splits(budget):
-    """Widths ``d_k`` dividing ``budget``, ascending."""
-    return [d for d in range(1, budget + 1) if budget % d == 0]
+    """Widths ``d_k`` dividing ``budget``, ascending, as a list
+    (:func:`mhacore.sweeps.splits`)."""
+    from .sweeps import splits as widths
+
+    return widths(budget).tolist()
 
 
 def target_values(name, x):
@@ -347,16 +350,16 @@ def learn_heads(w_init, log_scale, beta, keys, y, concat, *, steps, generator,
     return w_q.detach(), w_k.detach(), log_s.detach()
 
 
-def _evaluate(w_q, w_k, keys, ys, queries, f_q, scale):
+def _evaluate(w_q, w_k, keys, ys, queries, f_q, scale, outputs=OUTPUTS):
     """Cross-validation error and test MSE, per output path, at one inverse temperature.
 
     ``ys`` (B, n, T), ``f_q`` (B, m, T), ``scale`` (B,). Returns ``{output: (cv, test)}``
-    with tensors (B, T).
+    with tensors (B, T) for each of ``outputs``.
     """
     loo, held, within = fold_outputs(w_q, w_k, keys, ys, scale)  # (B, H, n, T[, K])
     test = head_outputs(w_q, w_k, keys, ys, queries, scale)  # (B, H, m, T)
     out = {}
-    for output in OUTPUTS:
+    for output in outputs:
         err, pred = combine(output, loo.movedim(-1, 1), held.movedim(-1, 1),
                             within.movedim(-2, 1), test.movedim(-1, 1),
                             ys.movedim(-1, 1))  # (B, T, n), (B, T, m)
@@ -394,6 +397,7 @@ def block_cells(budget, n, designs, *, seed, m, steps, device="cpu"):
     gen = torch.Generator().manual_seed(int(np.random.SeedSequence(
         seed, spawn_key=(budget, n, int(designs[0]))).generate_state(1)[0]))
     for d_head in splits(budget):
+        starts = {}  # (target, output) -> the random heads' chosen scale (B,)
         kinds = {"random": [projections("random", None, r, p, d_head)
                             for r, p in zip(rot, perm)]}
         for name in ("single-index", "additive"):
@@ -420,14 +424,12 @@ def block_cells(budget, n, designs, *, seed, m, steps, device="cpu"):
                     cell["edge"].append([i in (0, len(SCALES) - 1)
                                          for i in pick[:, t].tolist()])
                     if kind == "random":
-                        cell["_start"] = to([SCALES[i] for i in pick[:, t].tolist()])
+                        starts[name, output] = to([SCALES[i] for i in pick[:, t].tolist()])
         w = to(np.stack(kinds["random"]))  # (B, H, D, d_k)
         problems = [(t, name, output) for t, name in enumerate(TARGETS)
                     if name in LEARNED for output in OUTPUTS]
-        starts = torch.stack([out["cells"][f"{name}|{output}|random"].pop("_start")
-                              for _, name, output in problems], 1)  # (B, G)
-        for cell in out["cells"].values():
-            cell.pop("_start", None)
+        starts = torch.stack([starts[name, output] for _, name, output in problems],
+                             1)  # (B, G)
         beta = torch.zeros(b, len(problems), budget // d_head + 1, dtype=DTYPE)
         for j, (t, name, output) in enumerate(problems):
             if output == "concat":  # the random heads' stacking fit at their scale
@@ -439,7 +441,8 @@ def block_cells(budget, n, designs, *, seed, m, steps, device="cpu"):
             [output == "concat" for *_, output in problems], steps=steps, generator=gen)
         for j, (t, name, output) in enumerate(problems):
             res = _evaluate(w_q[:, j], w_k[:, j], keys, ys[..., t:t + 1], queries,
-                            f_q[..., t:t + 1], log_s[:, j].exp())[output][1][:, 0]  # (B,)
+                            f_q[..., t:t + 1], log_s[:, j].exp(),
+                            outputs=(output,))[output][1][:, 0]  # (B,)
             cell = out["cells"].setdefault(f"{name}|{output}|learned", _empty())
             cell["mse"].append(res.tolist())
             cell["oracle"].append(res.tolist())
@@ -481,7 +484,7 @@ def settings(size="small", *, seed=20260521, overrides=None):
 
 #: Command-line names of the settings a resumed sweep must share with its file.
 OPTION_NAMES = {"seed": "--seed", "m": "--queries", "block_size": "--block-size",
-                "steps": "--steps", "sweep": "the sweep"}
+                "steps": "--steps"}
 
 
 def plan_units(s):

@@ -239,9 +239,10 @@ def settings(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGMA
                 sigma=check_positive(sigma, "sigma"))
 
 
-def _kept_units(out, new, option_names=None):
-    """Units of the sweep report ``out`` that a run with settings ``new`` may keep, or
-    :class:`ResumeRefused` naming the setting that differs.
+def _kept_units(out, new, option_names=None, sweep_name="heads-width-fixed"):
+    """Units of the sweep report ``out`` that a run of ``sweep_name`` with settings
+    ``new`` may keep, or :class:`ResumeRefused` naming the sweep or setting that differs
+    (a report's settings name its sweep; the fixed sweep's, written first, do not).
 
     A file's units are kept when every setting but the grid (budgets, n values, number
     of blocks) and the size's name is equal: the run may grow the grid.
@@ -261,11 +262,11 @@ def _kept_units(out, new, option_names=None):
         raise ResumeRefused(f"{out} is not a sweep report (no settings and units); "
                             "write to another --out")
     skip = {"budgets", "n_values", "blocks", "size"}
-    if old["settings"].get("sweep") != new.get("sweep"):  # the fixed sweep has no name
-        name = lambda s: s.get("sweep", "heads-width-fixed")  # noqa: E731
+    made_by = old["settings"].get("sweep", "heads-width-fixed")
+    if made_by != sweep_name:
         raise ResumeRefused(
-            f"{out} is a report of the sweep {name(old['settings'])} and this run is the "
-            f"sweep {name(new)}; refusing to mix their units. Write to another --out")
+            f"{out} is a report of the sweep {made_by} and this run is the sweep "
+            f"{sweep_name}; refusing to mix their units. Write to another --out")
     for key, value in new.items():
         if key not in skip and old["settings"].get(key) != value:
             name = (OPTION_NAMES if option_names is None else option_names).get(key, key)
@@ -325,9 +326,10 @@ def run_sweep(size="small", *, seed=20260521, scale=PROJECTION_SCALE, sigma=SIGM
     settings_ = settings(size, seed=seed, scale=scale, sigma=sigma, overrides=overrides)
     return run_units(Sweep("heads-width-fixed", plan=lambda s: plan_units(
         s["budgets"], s["n_values"], s["blocks"]), key=unit_key,
-        unit=lambda u, s, ctx: _unit(u, s, ctx), summarise=lambda r: summarise(r),
-        option_names=OPTION_NAMES, unit_problem=unit_problem), settings_, device=device, out=out, resume=resume,
-        command=command, log=log)
+        # looked up at call time, so that a test can replace _unit
+        unit=lambda u, s, ctx: _unit(u, s, ctx), summarise=summarise,
+        option_names=OPTION_NAMES, unit_problem=unit_problem), settings_, device=device,
+        out=out, resume=resume, command=command, log=log)
 
 
 class Sweep:
@@ -397,7 +399,7 @@ def run_units(sweep, settings_, *, device="cpu", out=None, resume=False, command
         kept = ({}, [])
         if lead and resume:
             try:
-                kept = _kept_units(out, settings_, sweep.option_names)
+                kept = _kept_units(out, settings_, sweep.option_names, sweep.name)
             except ResumeRefused as exc:
                 kept = exc
         kept = distributed.broadcast(kept)
