@@ -52,6 +52,8 @@ __all__ = [
     "check_device",
     "check_real",
     "check_bool",
+    "concrete",
+    "transformed",
 ]
 
 _DATA_DEVICES = "(cpu, cuda, ...)"
@@ -151,8 +153,46 @@ def check_int(value, name: str, *, minimum: int = 1) -> int:
     return int(value)
 
 
+def concrete(tensor: torch.Tensor) -> torch.Tensor:
+    """The values under any ``torch.func`` wrapper (vmap, grad, jvp), for checks that read them.
+
+    Inside ``torch.func.vmap`` or ``jacfwd`` a tensor is a wrapper whose values cannot be
+    read (``.item()`` raises); the checks of this module read the tensor underneath, which
+    holds every batch member. Outside a transform the tensor itself is returned.
+
+    >>> import torch
+    >>> concrete(torch.ones(2)).tolist()
+    [1.0, 1.0]
+    """
+    functorch = getattr(torch._C, "_functorch", None)
+    while functorch is not None and functorch.is_functorch_wrapped_tensor(tensor):
+        tensor = functorch.get_unwrapped(tensor)
+    return tensor
+
+
+def transformed(*tensors) -> bool:
+    """Whether any tensor is inside a ``torch.func`` transform or carries a forward-mode tangent.
+
+    >>> import torch
+    >>> transformed(torch.ones(2))
+    False
+    >>> seen = []
+    >>> _ = torch.func.vmap(lambda x: seen.append(transformed(x)) or x)(torch.ones(3, 2))
+    >>> seen
+    [True]
+    """
+    functorch = getattr(torch._C, "_functorch", None)
+    for t in tensors:
+        if functorch is not None and functorch.is_functorch_wrapped_tensor(t):
+            return True
+        if torch.autograd.forward_ad.unpack_dual(t).tangent is not None:
+            return True
+    return False
+
+
 def check_finite(tensor: torch.Tensor, name: str) -> None:
     """Raise ``ValueError`` if ``tensor`` holds NaN or infinite entries."""
+    tensor = concrete(tensor).detach()
     if math.isfinite(tensor.sum().item()):  # one pass; NaN and inf propagate into the sum
         return  # (a finite sum can only come from finite entries; overflow falls through)
     bad = ~torch.isfinite(tensor)

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._validation import as_tensors, check_float_dtype, check_positive, check_simplex, restore
+from ._validation import as_tensors, check_float_dtype, check_positive, check_simplex, concrete, restore
 from .nw import _fused_width, nw_estimate, nw_weights
 
 __all__ = ["MultiHeadNW"]
@@ -119,7 +119,8 @@ class MultiHeadNW:
         if width is not None and width > self.d_head:
             w = F.pad(w, (0, width - self.d_head))  # (H, p, width)
         projected = torch.einsum("...lp,hpk->...hlk", x, w)  # (..., H, L, width)
-        if not math.isfinite(float(projected.detach().sum())) and not bool(torch.isfinite(projected).all()):
+        seen = concrete(projected).detach()  # under torch.func.vmap: the values underneath
+        if not math.isfinite(float(seen.sum())) and not bool(torch.isfinite(seen).all()):
             # finite data and weights (checked) whose products overflow: say so, not "non-finite data"
             which, name = ("queries", "w_query") if weights is self.w_query else ("keys", "w_key")
             dtype = str(x.dtype).removeprefix("torch.")
@@ -146,7 +147,7 @@ class MultiHeadNW:
         q, k = self._project(queries, self.w_query), self._project(keys, self.w_key)  # (..., H, ., d_head)
         return restore(nw_weights(q, k, temperature=self.temperature), is_torch)
 
-    def head_estimates(self, queries, keys, values, *, chunk_size=None):
+    def head_estimates(self, queries, keys, values, *, chunk_size=None, higher_order=False):
         """Every head's NW estimate (claim C0 per head).
 
         Parameters
@@ -159,6 +160,9 @@ class MultiHeadNW:
             ``(R, n)`` give ``(R, H, m)``).
         chunk_size : int, optional
             Passed to :func:`mhacore.nw_estimate`.
+        higher_order : bool
+            Passed to :func:`mhacore.nw_estimate`: paths that torch differentiates to every
+            order (ask for it before a second derivative; on by itself in ``torch.func``).
 
         Returns
         -------
@@ -181,7 +185,7 @@ class MultiHeadNW:
             q, k = self._project(queries, self.w_query), self._project(keys, self.w_key)  # (H, ., d_head)
             columns = values.reshape(-1, values.shape[-1]).transpose(0, 1)  # (n, B)
             estimates = nw_estimate(q, k, columns.unsqueeze(0), temperature=self.temperature,
-                                    chunk_size=chunk_size)  # (H, m, B)
+                                    chunk_size=chunk_size, higher_order=higher_order)  # (H, m, B)
             estimates = estimates.permute(2, 0, 1).reshape(*batch, *estimates.shape[:2])  # (..., H, m)
             return restore(estimates, is_torch)
         width = _fused_width(self.d_head, queries.device, queries.dtype) if chunk_size is None else None
@@ -190,12 +194,17 @@ class MultiHeadNW:
         q = q.expand(*batch, *q.shape[-3:])  # (*batch, H, m, width): stride-0 views, no copies
         k = k.expand(*batch, *k.shape[-3:])  # (*batch, H, n, width)
         values = values.expand(*batch, values.shape[-1]).unsqueeze(-2)  # (*batch, 1, n): shared by the heads
-        estimates = nw_estimate(q, k, values, temperature=self.temperature, chunk_size=chunk_size)
+        estimates = nw_estimate(q, k, values, temperature=self.temperature, chunk_size=chunk_size,
+                                higher_order=higher_order)
         return restore(estimates, is_torch)  # (..., H, m)
 
-    def __call__(self, queries, keys, values, *, chunk_size=None):
-        """The ensemble ``Σ_h α_h f̂_h``: array of shape (..., m) (claim C1)."""
-        heads = self.head_estimates(queries, keys, values, chunk_size=chunk_size)  # (..., H, m)
+    def __call__(self, queries, keys, values, *, chunk_size=None, higher_order=False):
+        """The ensemble ``Σ_h α_h f̂_h``: array of shape (..., m) (claim C1).
+
+        ``chunk_size`` and ``higher_order`` as in :meth:`head_estimates`.
+        """
+        heads = self.head_estimates(queries, keys, values, chunk_size=chunk_size,
+                                    higher_order=higher_order)  # (..., H, m)
         if isinstance(heads, np.ndarray):
             alpha = self.alpha.detach().to("cpu", torch.float64).numpy() if isinstance(self.alpha, torch.Tensor) \
                 else self.alpha  # via float64: numpy has no bfloat16

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 from threadpoolctl import threadpool_limits
+import torch
 
 from ._validation import as_tensors, check_int
 
@@ -73,6 +74,10 @@ def principal_angles(a, b):
     ------
     ValueError
         Not 2-D, different numbers of rows, NaN/inf or empty entries, rank deficiency.
+    TypeError
+        A tensor that requires grad while grad mode is on: the angles are computed in
+        float64 NumPy and carry no gradient, so they would silently be cut from the graph
+        (pass ``a.detach()``, or call under ``torch.no_grad()``).
 
     Examples
     --------
@@ -82,6 +87,10 @@ def principal_angles(a, b):
     >>> np.round(principal_angles(np.eye(2)[:, :1], np.array([[1.0], [1.0]])) / np.pi, 12)
     array([0.25])
     """
+    for name, x in (("a", a), ("b", b)):
+        if isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled():
+            raise TypeError(f"{name} requires grad, but principal_angles returns no gradient (it computes in "
+                            f"float64 NumPy); pass {name}.detach() or call it under torch.no_grad()")
     (a, b), is_torch = _float64({"a": a, "b": b}, {"a": 2, "b": 2})
     for name, x in (("a", a), ("b", b)):
         if x.ndim != 2:
@@ -102,8 +111,6 @@ def principal_angles(a, b):
     )
     angles = np.sort(angles)
     if is_torch:
-        import torch
-
         return torch.from_numpy(angles)
     return angles
 
@@ -261,8 +268,6 @@ def head_diversity_indices(w_keys, *, device="cpu", chunk_size=None) -> np.ndarr
     >>> head_diversity_indices(np.stack([planes, planes[[0, 0]]]))
     array([1., 0.])
     """
-    import torch
-
     (w_keys,), _ = as_tensors({"w_keys": w_keys}, {"w_keys": 4})
     if w_keys.ndim != 4:  # more than 4 dimensions
         raise ValueError(f"w_keys must have shape (R, n_heads, p, d_head); got {tuple(w_keys.shape)}")
@@ -288,8 +293,6 @@ def head_diversity_indices(w_keys, *, device="cpu", chunk_size=None) -> np.ndarr
 
 def _batched_hdi(w_keys, out, step, device):
     """Fill ``out`` (R,) with the HDI of ``w_keys`` (R, H, p, d_head), ``step`` at a time."""
-    import torch
-
     n_conf, n_heads, p, d_head = w_keys.shape
     for r0 in range(0, n_conf, step):
         w = w_keys[r0:r0 + step].to(device=device, dtype=torch.float64)  # (c, H, p, d)

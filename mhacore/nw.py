@@ -12,8 +12,8 @@ dtype: inputs whose logits could exceed it (data near the float range, or a temp
 bandwidth so small that the kernel scale overflows) are rejected up front with a
 ``ValueError`` that gives the bound, never turned into NaN. A scale that underflows to 0
 (a huge temperature or bandwidth) is the exact limit, uniform weights. A softmax scale
-``1/temperature`` beyond the data's dtype (1e40 in float32) on data whose logits still fit
-gives float64 logits, cast back. Sums of kernel-weighted values, which the fused and
+``1/temperature`` beyond the data's dtype (1e40 in float32), or scaled entries
+``q/temperature`` beyond it, on data whose logits still fit give float64 logits, cast back. Sums of kernel-weighted values, which the fused and
 chunked paths form before normalising, are kept in range by dividing values near the
 float range by a power of two (exact, multiplied back), and float16/bfloat16 running sums
 are kept in float32.
@@ -30,7 +30,12 @@ fused Gaussian, dense, chunked, and the direct-distance fallback at tiny bandwid
 paths avoid in-place steps on tensors that autograd needs when an input requires grad
 (``tests/test_badinput_autograd.py`` runs ``gradcheck`` on each). Gradients do not flow to
 ``temperature`` or ``bandwidth`` (Python floats): a tensor that requires grad there is
-refused with a ``TypeError``.
+refused with a ``TypeError``. These are first derivatives: the fused kernels' backward
+has no derivative of its own and no forward mode. ``higher_order=True`` keeps to the dense
+and chunked paths, written out of place, which torch differentiates to every order and in
+forward mode (Hessians, ``gradgradcheck``); inside ``torch.func`` transforms (``vmap``,
+``jacfwd``, ``hessian``) and for forward-mode dual tensors it is chosen by itself, and the
+input checks read the values under the transform's wrappers.
 
 Computation paths of :func:`nw_estimate` (``DESIGN.md``, performance notes):
 
@@ -75,7 +80,7 @@ import torch
 import torch.nn.functional as F
 
 from ._expansion import GAUSSIAN_LOGIT_TOL, GAUSSIAN_LOGIT_TOL32, _expansion_is_accurate  # noqa: F401
-from ._validation import as_tensors, check_int, check_positive, restore
+from ._validation import as_tensors, check_bool, check_int, check_positive, concrete, restore, transformed
 
 __all__ = ["nw_weights", "nw_estimate"]
 
@@ -126,28 +131,40 @@ def _extent(x):
     return x.amin(dim=dims).double(), x.amax(dim=dims).double()
 
 
-def _check_logit_range(queries, keys, kernel: str, scale: float) -> float:
+def _check_logit_range(queries, keys, kernel: str, scale: float) -> tuple[float, bool]:
     """Reject inputs whose logits could exceed the range of the dtype they are formed in.
 
     Bounds without overflow: ``|⟨q,k⟩|·scale ≤ scale·d·max|q|·max|k|`` (softmax, formed in
     the data's dtype) and ``‖q−k‖²·scale ≤ scale·d·(max|q̃| + max|k̃|)²`` with ``q̃, k̃`` the
     data less the keys' mean (Gaussian, formed in float64), from per-feature extremes. A
     margin of 16 covers the partial sums. Inside these bounds the max-subtracted softmax
-    is exact. Returns the bound on ``|logit|``.
+    is exact. Returns the bound on ``|logit|`` and whether softmax logits are formed in
+    float64 ("wide"): when the scale ``1/temperature`` or the scaled entries ``scale·q``
+    exceed the data's dtype although the logits fit it (a low temperature on small dot
+    products, e.g. float16 queries of 10 against keys of 1e-3 at temperature 1e-3).
     """
     d = queries.shape[-1]
+    wide = False
     if kernel == "softmax":
         dtype = queries.dtype
-        a = float(torch.linalg.vector_norm(queries.detach(), ord=math.inf))  # max |entry|
-        b = float(torch.linalg.vector_norm(keys.detach(), ord=math.inf))
-        bound = max(scale * a, scale * b, scale * d * a * b)
+        a = float(torch.linalg.vector_norm(concrete(queries).detach(), ord=math.inf))  # max |entry|
+        b = float(torch.linalg.vector_norm(concrete(keys).detach(), ord=math.inf))
+        bound = scale * d * a * b
+        step = scale * max(a, b)  # the scaled entries, formed before the dot products
+        wide = scale > float(torch.finfo(dtype).max) or step > _limit(dtype)
+        if not step <= _limit(torch.float64):
+            bound = max(bound, step)  # refused below, naming the larger number
         what = f"largest |entry| {a:.3g} in queries and {b:.3g} in keys"
     else:
         dtype = torch.float64
-        (q_min, q_max), (k_min, k_max) = _extent(queries.detach()), _extent(keys.detach())  # (d,) each
-        c_min, c_max = _extent(keys.detach().mean(dim=-2, dtype=torch.float64))  # (d,): keys' means
-        a = float(torch.maximum(q_max - c_min, c_max - q_min).max())
-        b = float(torch.maximum(k_max - c_min, c_max - k_min).max())
+        if transformed(queries, keys):  # the values underneath may hold the batch on any axis: no centring
+            a = float(torch.linalg.vector_norm(concrete(queries).detach(), ord=math.inf))
+            b = float(torch.linalg.vector_norm(concrete(keys).detach(), ord=math.inf))
+        else:
+            (q_min, q_max), (k_min, k_max) = _extent(queries.detach()), _extent(keys.detach())  # (d,) each
+            c_min, c_max = _extent(keys.detach().mean(dim=-2, dtype=torch.float64))  # (d,): keys' means
+            a = float(torch.maximum(q_max - c_min, c_max - q_min).max())
+            b = float(torch.maximum(k_max - c_min, c_max - k_min).max())
         bound = scale * d * (a + b) * (a + b)
         what = f"largest |entry| {a:.3g} in queries and {b:.3g} in keys, less the keys' mean"
     limit = _limit(dtype)
@@ -158,7 +175,7 @@ def _check_logit_range(queries, keys, kernel: str, scale: float) -> float:
             f"{name} logits of these inputs could overflow {str(dtype).removeprefix('torch.')}: "
             f"|logit| up to {bound:.3g} > {limit:.3g} (scale {scale:.3g}, {what}); rescale the data or {fix}"
         )
-    return bound
+    return bound, wide
 
 
 def _limit(dtype) -> float:
@@ -166,27 +183,19 @@ def _limit(dtype) -> float:
     return float(torch.finfo(dtype).max) / 16
 
 
-def _logits(queries, keys, kernel: str, scale: float):
+def _logits(queries, keys, kernel: str, scale: float, pure: bool = False, wide: bool = False):
     """Log-kernels ``(..., m, n)`` from queries ``(..., m, d)`` and keys ``(..., n, d)``.
 
-    Softmax logits come in the data's dtype, Gaussian logits in float64 (see
-    :func:`_gaussian_logits`; :func:`_in_dtype` brings them to the data's dtype).
+    Softmax logits come in the data's dtype, or in float64 when ``wide``
+    (:func:`_check_logit_range`); Gaussian logits in float64 (see :func:`_gaussian_logits`;
+    :func:`_in_dtype` brings them to the data's dtype). ``pure``: only operations
+    differentiable to every order and in forward mode (no ``cdist``).
     """
     if kernel == "softmax":
-        if _scale_overflows(scale, queries.dtype):  # 1/temperature beyond the dtype: float64 logits
+        if wide:  # the scale or the scaled entries exceed the dtype: float64 logits
             return (queries.double() * scale) @ keys.double().transpose(-1, -2)  # (..., m, n)
         return (queries * scale) @ keys.transpose(-1, -2)  # (..., m, n)
-    return _gaussian_logits(queries, keys, scale)
-
-
-def _scale_overflows(scale: float, dtype) -> bool:
-    """Whether the softmax scale 1/temperature itself exceeds ``dtype`` (e.g. 1e40 in float32).
-
-    The logits may still fit (tiny data): they are then formed in float64, where the scale
-    fits, and cast back; the fused kernels, which take the scale in the data's dtype, are
-    skipped.
-    """
-    return scale > float(torch.finfo(dtype).max)
+    return _gaussian_logits(queries, keys, scale, pure)
 
 
 def _in_dtype(logits, dtype, bound: float):
@@ -204,7 +213,7 @@ def _in_dtype(logits, dtype, bound: float):
     return (logits - logits.detach().amax(dim=-1, keepdim=True)).to(dtype)
 
 
-def _gaussian_logits(queries, keys, scale: float):
+def _gaussian_logits(queries, keys, scale: float, pure: bool = False):
     """``−‖q − k‖² · scale``, accurate in every dtype (the float32 trap of the expansion).
 
     ``‖q−k‖² = ‖q̃‖² − 2⟨q̃,k̃⟩ + ‖k̃‖²`` on data centred at the keys' mean, in float64:
@@ -213,11 +222,16 @@ def _gaussian_logits(queries, keys, scale: float):
     without the matrix-product expansion, in float64) are used instead. The expansion is one
     matrix product of augmented rows, ``[2s·q̃, −s, −s‖q̃‖²] · [k̃, ‖k̃‖², 1]``, so the
     ``(m, n)`` logits are written once. Returns float64 logits whatever the data's dtype.
+    ``pure``: the fallback forms the differences ``(..., m, n, d)`` instead (``cdist`` has
+    neither a second derivative nor forward mode), and the accuracy check reads the values
+    under any ``torch.func`` wrapper.
     """
     centre = keys.mean(dim=-2, keepdim=True, dtype=torch.float64)  # (..., 1, d); float32 sums may overflow
     q, k = queries.double() - centre, keys.double() - centre  # (..., m, d), (..., n, d)
     q_sq, k_sq = q.square().sum(-1, keepdim=True), k.square().sum(-1, keepdim=True)  # (..., m, 1), (..., n, 1)
-    if not _expansion_is_accurate(q_sq.max(), k_sq.max(), scale, q.shape[-1]):
+    if not _expansion_is_accurate(concrete(q_sq).max(), concrete(k_sq).max(), scale, q.shape[-1]):
+        if pure:
+            return (q.unsqueeze(-2) - k.unsqueeze(-3)).square().sum(-1).mul(-scale)  # (..., m, n, d) -> (..., m, n)
         distance = torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist")  # (..., m, n)
         if distance.requires_grad:  # cdist's backward needs its output: no in-place steps
             return distance.square().mul(-scale)
@@ -245,7 +259,7 @@ def _batch_shape(name_shapes: dict) -> torch.Size:
         raise ValueError(f"leading (batch) dimensions must broadcast; got {shapes}") from None
 
 
-def nw_weights(queries, keys, *, kernel="softmax", temperature=None, bandwidth=None):
+def nw_weights(queries, keys, *, kernel="softmax", temperature=None, bandwidth=None, higher_order=False):
     """Nadaraya–Watson weights of every query on every key (claim C0).
 
     Parameters
@@ -261,6 +275,13 @@ def nw_weights(queries, keys, *, kernel="softmax", temperature=None, bandwidth=N
         Softmax temperature > 0; default ``sqrt(d)``. Softmax kernel only.
     bandwidth : float
         Gaussian bandwidth > 0; required for the Gaussian kernel.
+    higher_order : bool
+        Build the result from operations that torch differentiates to every order and in
+        forward mode, so that second derivatives (``create_graph=True``,
+        ``torch.autograd.functional.hessian``) work. It only matters for the Gaussian kernel
+        at bandwidths so small that direct distances are needed (``torch.cdist`` has no
+        second derivative); those are then formed as ``(m, n, d)`` differences. On by
+        itself inside ``torch.func`` transforms and for forward-mode dual tensors.
 
     Returns
     -------
@@ -296,12 +317,15 @@ def nw_weights(queries, keys, *, kernel="softmax", temperature=None, bandwidth=N
     _check_pair(queries, keys)
     _batch_shape({"queries": queries.shape[:-2], "keys": keys.shape[:-2]})
     scale = _kernel_scale(kernel, temperature, bandwidth, queries.shape[-1])
-    bound = _check_logit_range(queries, keys, kernel, scale)
-    weights = torch.softmax(_in_dtype(_logits(queries, keys, kernel, scale), queries.dtype, bound), dim=-1)  # (..., m, n)
+    pure = check_bool(higher_order, "higher_order") or transformed(queries, keys)
+    bound, wide = _check_logit_range(queries, keys, kernel, scale)
+    logits = _logits(queries, keys, kernel, scale, pure, wide)  # (..., m, n)
+    weights = torch.softmax(_in_dtype(logits, queries.dtype, bound), dim=-1)  # (..., m, n)
     return restore(weights, is_torch)
 
 
-def nw_estimate(queries, keys, values, *, kernel="softmax", temperature=None, bandwidth=None, chunk_size=None):
+def nw_estimate(queries, keys, values, *, kernel="softmax", temperature=None, bandwidth=None, chunk_size=None,
+                higher_order=False):
     """Nadaraya–Watson estimate ``Σ_i w_i(q) v_i`` at every query (claim C0).
 
     Never materialises the ``(m, n)`` weights when they would exceed 8 MiB: the softmax
@@ -322,6 +346,15 @@ def nw_estimate(queries, keys, values, *, kernel="softmax", temperature=None, ba
     chunk_size : int, optional
         Force the chunked online-softmax path with key blocks of this size (default: pick
         the path automatically, blocks of 1024).
+    higher_order : bool
+        Take only paths built from operations that torch differentiates to every order and
+        in forward mode: the materialised weights, or the chunked path when they would
+        exceed 8 MiB, never the fused kernels (whose backward has no derivative of its own
+        and no forward mode). Ask for it before a second derivative (``create_graph=True``,
+        ``torch.autograd.functional.hessian``, ``gradgradcheck``); the default paths give
+        first derivatives only and raise torch's "derivative ... is not implemented" on a
+        second. On by itself inside ``torch.func`` transforms (``vmap``, ``jacfwd``,
+        ``hessian``) and for forward-mode dual tensors (``torch.autograd.forward_ad``).
 
     Returns
     -------
@@ -332,7 +365,8 @@ def nw_estimate(queries, keys, values, *, kernel="softmax", temperature=None, ba
     ------
     ValueError, TypeError
         As :func:`nw_weights`; also mismatched numbers of keys and values, values of the
-        wrong number of dimensions, or a non-positive ``chunk_size``.
+        wrong number of dimensions, a non-positive ``chunk_size``, or a ``higher_order``
+        that is not a bool.
 
     Examples
     --------
@@ -357,11 +391,12 @@ def nw_estimate(queries, keys, values, *, kernel="softmax", temperature=None, ba
         raise ValueError(f"values must have one entry per key (n = {keys.shape[-2]}); got {values.shape[-2]}")
     batch = _batch_shape({"queries": queries.shape[:-2], "keys": keys.shape[:-2], "values": values.shape[:-2]})
     scale = _kernel_scale(kernel, temperature, bandwidth, queries.shape[-1])
-    bound = _check_logit_range(queries, keys, kernel, scale)
+    bound, wide = _check_logit_range(queries, keys, kernel, scale)
     if chunk_size is not None:
         chunk_size = check_int(chunk_size, "chunk_size")
+    pure = check_bool(higher_order, "higher_order") or transformed(queries, keys, values)
     values, factor = _scaled_values(values, keys.shape[-2])
-    estimates = _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound)  # (..., m, e)
+    estimates = _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound, pure, wide)  # (..., m, e)
     if factor != 1.0:
         estimates = estimates * factor
     return restore(estimates.squeeze(-1) if scalar else estimates, is_torch)
@@ -375,7 +410,7 @@ def _scaled_values(values, n: int):
     finite. Scaling by a power of two is exact (the result is multiplied back), and is
     skipped, at the cost of one reduction, when ``n·max|v|`` fits with a margin of 16.
     """
-    largest = float(torch.linalg.vector_norm(values.detach(), ord=math.inf))  # max |v|
+    largest = float(torch.linalg.vector_norm(concrete(values).detach(), ord=math.inf))  # max |v|
     if largest * n <= _limit(values.dtype):
         return values, 1.0
     exponent = math.frexp(largest)[1] - 1  # largest = m·2^(exponent+1), m in [0.5, 1)
@@ -384,16 +419,20 @@ def _scaled_values(values, n: int):
     return values * math.ldexp(1.0, -exponent), math.ldexp(1.0, exponent)  # scaled |v| < 2
 
 
-def _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound=0.0):
-    """Dispatch to the fused, dense or chunked path; returns (*batch, m, e)."""
+def _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound=0.0, pure=False, wide=False):
+    """Dispatch to the fused, dense or chunked path; returns (*batch, m, e).
+
+    ``pure``: the dense or chunked path only, out of place (any-order and forward-mode AD).
+    ``wide``: softmax logits in float64 (:func:`_check_logit_range`), so no fused kernel.
+    """
     m, n, e = queries.shape[-2], keys.shape[-2], values.shape[-1]
     out = None
     needs_grad = torch.is_grad_enabled() and any(x.requires_grad for x in (queries, keys, values))
-    if kernel == "softmax" and _scale_overflows(scale, queries.dtype):
+    if kernel == "softmax" and wide:
         chunk_size = chunk_size or (None if math.prod(batch) * m * n * 8 <= DENSE_LIMIT_BYTES else KEY_BLOCK)
-        fused_ok = False  # the fused kernels take the scale in the data's dtype
+        fused_ok = False  # the fused kernels take the scale and scaled entries in the data's dtype
     else:
-        fused_ok = True
+        fused_ok = not pure
     if fused_ok and chunk_size is None and queries.device.type == "cuda" and not needs_grad \
             and _differences_fit(queries, keys, kernel, bound):
         # the Triton kernel has no backward: autograd takes SDPA or the torch paths
@@ -409,10 +448,11 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound=0.0
         return out
     n_batch = math.prod(batch)
     if chunk_size is None and n_batch * m * n * queries.element_size() <= DENSE_LIMIT_BYTES:
-        weights = torch.softmax(_in_dtype(_logits(queries, keys, kernel, scale), queries.dtype, bound), dim=-1)
+        logits = _logits(queries, keys, kernel, scale, pure, wide)  # (..., m, n)
+        weights = torch.softmax(_in_dtype(logits, queries.dtype, bound), dim=-1)
         return weights @ values  # (..., m, n) @ (..., n, e) -> (..., m, e)
     flat = [x.expand(*batch, *x.shape[-2:]).reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]
-    out = _chunked(*flat, kernel, scale, chunk_size or KEY_BLOCK)  # (B, m, e)
+    out = _chunked(*flat, kernel, scale, chunk_size or KEY_BLOCK, pure, wide)  # (B, m, e)
     return out.reshape(*batch, m, e)
 
 
@@ -529,38 +569,42 @@ def _gaussian_fusable(device_type: str, dtype: torch.dtype) -> bool:
     return dtype == torch.float64
 
 
-def _chunked(queries, keys, values, kernel, scale, key_block):
-    """Online log-sum-exp NW; (B, m, d), (B, n, d), (B, n, e) -> (B, m, e), memory flat in n."""
+def _chunked(queries, keys, values, kernel, scale, key_block, pure=False, wide=False):
+    """Online log-sum-exp NW; (B, m, d), (B, n, d), (B, n, e) -> (B, m, e), memory flat in n.
+
+    Blocks of results are joined with ``torch.cat`` (no writes into a preallocated
+    output), which ``torch.func.vmap`` and forward-mode AD accept.
+    """
     n_batch, m, _ = queries.shape
-    n, e = keys.shape[1], values.shape[-1]
     rows = max(1, BLOCK_ELEMENTS // key_block)  # batch x query rows per block
     q_step = min(m, rows)
     b_step = max(1, rows // q_step)
-    out = queries.new_empty(n_batch, m, e)
+    groups = []
     for b0 in range(0, n_batch, b_step):
-        for q0 in range(0, m, q_step):
-            block = queries[b0 : b0 + b_step, q0 : q0 + q_step]  # (b, mc, d)
-            out[b0 : b0 + b_step, q0 : q0 + q_step] = _online_softmax(
-                block, keys[b0 : b0 + b_step], values[b0 : b0 + b_step], kernel, scale, key_block
-            )
-    return out
+        blocks = [_online_softmax(queries[b0 : b0 + b_step, q0 : q0 + q_step],  # (b, mc, d)
+                                  keys[b0 : b0 + b_step], values[b0 : b0 + b_step], kernel, scale, key_block,
+                                  pure, wide)
+                  for q0 in range(0, m, q_step)]  # each (b, mc, e)
+        groups.append(torch.cat(blocks, dim=1) if len(blocks) > 1 else blocks[0])  # (b, m, e)
+    return torch.cat(groups, dim=0) if len(groups) > 1 else groups[0]  # (B, m, e)
 
 
-def _online_softmax(queries, keys, values, kernel, scale, key_block):
+def _online_softmax(queries, keys, values, kernel, scale, key_block, pure=False, wide=False):
     """One query block against all keys, block by block; (b, mc, d) -> (b, mc, e).
 
     The running maximum stays in the logits' dtype (float64 for the Gaussian kernel), so
     the exponentials are taken of shifted logits before any cast to the data's dtype. Under
-    autograd every step is out of place; otherwise the block's logits are reused in place.
+    autograd (or ``pure``) every step is out of place; otherwise the block's logits are
+    reused in place.
     """
     running_max = running_sum = numerator = None
     # float16/bfloat16 sums of many keys pass float16's largest number (65504 keys of weight 1): accumulate in float32
     acc = torch.float32 if values.dtype in (torch.float16, torch.bfloat16) else values.dtype
     for k0 in range(0, keys.shape[1], key_block):
-        logits = _logits(queries, keys[:, k0 : k0 + key_block], kernel, scale)  # (b, mc, kc)
+        logits = _logits(queries, keys[:, k0 : k0 + key_block], kernel, scale, pure, wide)  # (b, mc, kc)
         block_max = logits.detach().amax(dim=-1, keepdim=True)  # (b, mc, 1); a constant per row
         new_max = block_max if running_max is None else torch.maximum(running_max, block_max)
-        if logits.requires_grad:
+        if logits.requires_grad or pure:
             kernel_values = (logits - new_max).exp()
         else:
             kernel_values = logits.sub_(new_max).exp_()

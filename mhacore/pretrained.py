@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from ._validation import check_float_dtype
 
@@ -127,14 +128,18 @@ def _weights_file(path) -> Path:
 
 
 def _safe_open(weights_file: Path):
-    """Open a safetensors file; a corrupt one raises a ValueError naming the file."""
+    """Open a safetensors file; a corrupt one raises a ValueError naming the file.
+
+    Read through torch, not NumPy: checkpoints are often stored in bfloat16, which NumPy
+    has no dtype for.
+    """
     try:
         from safetensors import safe_open
     except ImportError:  # pragma: no cover - safetensors is in requirements.txt
         raise ImportError("reading pretrained weights needs the `safetensors` package; "
                           "install it with `pip install safetensors`") from None
     try:
-        return safe_open(str(weights_file), framework="np")
+        return safe_open(str(weights_file), framework="pt")
     except Exception as exc:  # safetensors raises its own SafetensorError (and OSError, ...)
         raise _corrupt(weights_file, exc) from exc
 
@@ -285,9 +290,12 @@ def load_head_projections(layer, projection="key", *, path=None, dtype=np.float6
         if key not in set(f.keys()):
             raise ValueError(f"{info.weights_file.name} must hold the weight {key!r}; it is missing")
         try:
-            weight = f.get_tensor(key)  # (H·d_head, p)
+            weight = f.get_tensor(key)  # (H·d_head, p), any dtype safetensors stores
         except Exception as exc:  # a truncated or corrupt data section
             raise _corrupt(info.weights_file, exc) from exc
+    if not weight.is_floating_point():
+        raise ValueError(f"{key} in {info.weights_file.name} must be a floating weight; got {weight.dtype}")
+    weight = weight.to(torch.float64).numpy()  # bfloat16 and float16 exactly, via float64
     return np.ascontiguousarray(_split_heads(weight.astype(dtype), info.n_heads))  # (H, p, d_head)
 
 

@@ -193,3 +193,91 @@ def test_design_mse_loss_keeps_a_tensor_alpha_graph():
     mse, _ = loss(torch.from_numpy(random_subspaces(2, 1, 3, rng=1)))
     mse.backward()
     assert alpha.grad is not None and torch.isfinite(alpha.grad).all()
+
+
+# Beyond first order (issue 27, item 10): the fused kernels' backward has no derivative of
+# its own, so ``higher_order=True`` (or a torch.func transform, or a dual tensor) keeps to
+# the dense and chunked paths; each result is checked against torch's own softmax.
+
+def _reference(q, k, v, scale):
+    return torch.softmax(q @ k.transpose(-1, -2) * scale, dim=-1) @ v  # (m, n) @ (n,) -> (m,)
+
+
+HIGHER = {"dense": dict(), "chunked": dict(chunk_size=2),
+          "gaussian": dict(kernel="gaussian", bandwidth=0.8),
+          "gaussian-direct-distances": dict(kernel="gaussian", bandwidth=1e-3)}
+
+
+@pytest.mark.parametrize("name", sorted(HIGHER))
+def test_gradgradcheck_when_asked(name):
+    kwargs = HIGHER[name]
+    q, k, v = _data(fallback=name.endswith("distances"))
+    assert torch.autograd.gradgradcheck(lambda a, b, c: nw_estimate(a, b, c, higher_order=True, **kwargs),
+                                        (q, k, v))
+
+
+def test_second_derivative_without_asking_says_so():
+    q, k, v = _data()
+    (grad,) = torch.autograd.grad(nw_estimate(q, k, v).sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError, match="not implemented"):
+        grad.sum().backward()  # torch's message; the docstring says to ask for higher_order
+
+
+def test_torch_func_transforms_match_torch_softmax():
+    q, k, v = (t.detach() for t in _data(m=3, n=5, d=2))
+    scale = 2 ** -0.5
+    jac = torch.func.jacrev(lambda a: _reference(a, k, v, scale))(q)  # (m, m, d)
+    torch.testing.assert_close(torch.func.jacfwd(lambda a: nw_estimate(a, k, v))(q), jac)
+    torch.testing.assert_close(torch.func.jacfwd(lambda a: nw_estimate(a, k, v, chunk_size=2))(q), jac)
+    hess = torch.autograd.functional.hessian(lambda a: _reference(a, k, v, scale).sum(), q)
+    torch.testing.assert_close(torch.func.hessian(lambda a: nw_estimate(a, k, v).sum())(q), hess)
+    torch.testing.assert_close(torch.autograd.functional.hessian(
+        lambda a: nw_estimate(a, k, v, higher_order=True).sum(), q), hess)
+    batch = torch.stack([q, 2 * q])  # (2, m, d)
+    torch.testing.assert_close(torch.func.vmap(lambda a: nw_estimate(a, k, v))(batch),
+                               torch.stack([_reference(x, k, v, scale) for x in batch]))
+
+
+def test_forward_mode_dual_tensors():
+    import torch.autograd.forward_ad as fwAD
+
+    q, k, v = (t.detach() for t in _data())
+    tangent = torch.ones_like(q)
+    expected = torch.func.jvp(lambda a: _reference(a, k, v, 2 ** -0.5), (q,), (tangent,))[1]
+    with fwAD.dual_level():
+        out = nw_estimate(fwAD.make_dual(q, tangent), k, v)
+        torch.testing.assert_close(fwAD.unpack_dual(out).tangent, expected)
+
+
+def test_vmap_still_checks_the_data():
+    q, k, v = (t.detach() for t in _data())
+    bad = torch.stack([q, torch.full_like(q, float("nan"))])
+    with pytest.raises(ValueError, match="queries must contain only finite values"):
+        torch.func.vmap(lambda a: nw_estimate(a, k, v))(bad)
+
+
+def test_multihead_hessian_and_vmap():
+    wq, wk, x, y = _model_inputs()
+    model = MultiHeadNW(wq, wk)
+    x.requires_grad_()
+    assert torch.autograd.gradgradcheck(lambda a: model(a[:3], a, y, higher_order=True), (x,))
+    batch = torch.stack([x[:3], -x[:3]]).detach()  # (2, 3, p)
+    torch.testing.assert_close(torch.func.vmap(lambda a: model(a, x.detach(), y))(batch),
+                               torch.stack([model(b, x.detach(), y) for b in batch]))
+
+
+@pytest.mark.parametrize("bad", [1, "yes", None])
+def test_higher_order_must_be_a_bool(bad):
+    q, k, v = _data()
+    with pytest.raises(TypeError, match="higher_order"):
+        nw_estimate(q, k, v, higher_order=bad)
+
+
+def test_principal_angles_refuse_a_graph_they_would_cut():
+    from mhacore import principal_angles
+
+    a = torch.eye(3, 2, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(TypeError, match=r"a requires grad.*a\.detach\(\)"):
+        principal_angles(a, torch.eye(3, 1, dtype=torch.float64))
+    with torch.no_grad():
+        assert principal_angles(a, torch.eye(3, 1, dtype=torch.float64)).tolist() == [0.0]

@@ -230,3 +230,22 @@ def test_half_precision_average_of_random_values():
 
 def test_softmax_reference_helper():
     np.testing.assert_allclose(_softmax_reference([[0.0, np.log(3)]]), [[0.25, 0.75]])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("chunk_size", [None, 1])
+def test_low_temperature_on_small_dot_products_is_computed(dtype, chunk_size):
+    """q/temperature beyond the dtype while the logits fit it (issue 27, item 11): float64 logits.
+
+    Queries of 10 against keys of 1e-3 at temperature 1e-3 (1e-40 in float32): the scaled
+    queries pass the dtype's range, the logits (10 and 0) do not; it used to be refused.
+    """
+    temperature = 1e-40 if dtype == torch.float32 else 1e-3
+    small = 1e-3 if dtype != torch.float32 else 1e-39
+    q, k = torch.tensor([[10.0]]), torch.tensor([[0.0], [small]])  # logits 0 and 10
+    v = torch.tensor([1.0, 2.0])
+    expected = torch.softmax(torch.tensor([0.0, 10.0], dtype=torch.float64), 0)
+    weights = nw_weights(q.to(dtype), k.to(dtype), temperature=temperature)
+    torch.testing.assert_close(weights.double(), expected[None].double(), rtol=1e-2, atol=1e-4)
+    estimate = nw_estimate(q.to(dtype), k.to(dtype), v.to(dtype), temperature=temperature, chunk_size=chunk_size)
+    torch.testing.assert_close(estimate.double(), (expected @ v.double())[None], rtol=1e-2, atol=1e-3)

@@ -120,3 +120,16 @@ def test_does_not_import_transformers():
             "print('transformers' in sys.modules or 'sentence_transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_bfloat16_checkpoint_is_read(tmp_path):
+    """Checkpoints are often stored in bfloat16, which NumPy cannot hold (issue 27, item 11)."""
+    import torch
+    from safetensors.torch import save_file
+
+    _, tensors = _tiny_checkpoint(tmp_path)
+    rounded = {k: torch.from_numpy(v).to(torch.bfloat16) for k, v in tensors.items()}
+    save_file(rounded, str(tmp_path / "model.safetensors"))
+    w = pretrained.load_head_projections(0, "key", path=tmp_path)  # (H, p, d_head)
+    weight = rounded["encoder.layer.0.attention.self.key.weight"].double().numpy()  # (H·d_head, p)
+    np.testing.assert_array_equal(w, weight.reshape(3, 2, 6).transpose(0, 2, 1))
