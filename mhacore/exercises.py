@@ -436,7 +436,7 @@ def _as_expression(answer, ex: Exercise):
     return given.subs({s: by_name[s.name] for s in given.free_symbols if s.name in by_name})
 
 
-JUDGE_SECONDS = 2.0  # the longest a judgement may take (enforced in the main thread)
+JUDGE_SECONDS = 2.0  # the longest a judgement may take (enforced in every thread)
 
 
 class _TooSlow(Exception):
@@ -450,9 +450,8 @@ def _time_limit(seconds: float):
     A POSIX interval timer interrupts SymPy wherever it is. A timer the caller set (for
     example a test runner's) keeps running: it is given back, less the time spent here,
     and fires in the caller's handler if it is due first. Signals reach only the main
-    thread, where notebooks, nbgrader's tests and scripts run ``check``; in another thread,
-    or without ``setitimer`` (Windows), the block runs unlimited, its work still bounded
-    by the parser's limits.
+    thread, where notebooks, nbgrader's tests and scripts run ``check``; elsewhere
+    :func:`_within` runs the judgement in a worker thread instead.
     """
     if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         yield
@@ -474,6 +473,36 @@ def _time_limit(seconds: float):
         if outer > 0:  # give the caller's timer back, less the time spent here
             left = outer - (time.monotonic() - start)
             signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6), interval)
+
+
+def _within(seconds: float, call):
+    """``call()``, or :class:`_TooSlow` once ``seconds`` have passed, in any thread.
+
+    In the main thread (with ``setitimer``) the timer of :func:`_time_limit` interrupts
+    the work. Elsewhere (a thread of a web app or a grading service, or Windows) signals
+    cannot reach it: ``call`` runs in a daemon worker thread and the caller waits at most
+    ``seconds``. A worker past its time is left to finish its work, which the parser's
+    size limits bound, and its result is dropped.
+    """
+    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+        with _time_limit(seconds):
+            return call()
+    outcome = {}
+
+    def work():
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # handed to the caller below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="mhacore-judge", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise _TooSlow
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def _judge(ex: Exercise, answer) -> Feedback:
@@ -559,15 +588,17 @@ def check(label: str, answer) -> Feedback:
                                           "again.")
     import sympy  # noqa: F401  (imported before the clock starts: it takes about a second)
 
+    def read_and_judge():
+        if ex.kind == "number":
+            given = _as_number(answer, label)
+        elif ex.kind == "vector":
+            given = _as_vector(answer, label, (ex.size,))
+        else:
+            given = _as_expression(answer, ex)
+        return _judge(ex, given)
+
     try:
-        with _time_limit(JUDGE_SECONDS):
-            if ex.kind == "number":
-                given = _as_number(answer, label)
-            elif ex.kind == "vector":
-                given = _as_vector(answer, label, (ex.size,))
-            else:
-                given = _as_expression(answer, ex)
-            return _judge(ex, given)
+        return _within(JUDGE_SECONDS, read_and_judge)
     except UnsafeAnswer as exc:
         return Feedback(label, False, f"Cannot read your answer to {label}: {exc}. Nothing "
                                       "in it was run; write a plain number or formula.")

@@ -431,6 +431,31 @@ def test_a_judgement_that_runs_too_long_is_stopped(toy, monkeypatch):
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
+def test_a_judgement_off_the_main_thread_is_bounded_too(toy, monkeypatch):
+    """A web app or grading service may call check from a worker thread, where no
+    signal reaches: the caller still has its verdict within the limit (issue 27)."""
+    import threading
+    import time
+
+    monkeypatch.setattr(exercises, "JUDGE_SECONDS", 0.2)
+    judge = exercises._judge
+    monkeypatch.setattr(exercises, "_judge", lambda ex, given: time.sleep(1.5))
+    replies = []
+    start = time.monotonic()
+    caller = threading.Thread(target=lambda: replies.append(check("ex-t-num", 2.0)))
+    caller.start()
+    caller.join(5)
+    assert time.monotonic() - start < 1.0
+    assert replies and replies[0].correct is False and "within 0.2 s" in replies[0].message
+    monkeypatch.setattr(exercises, "_judge", judge)  # from a thread: errors and verdicts come back
+    caller = threading.Thread(target=lambda: replies.append((check("ex-t-num", "1/0"), check("ex-t-num", 2.0))))
+    caller.start()
+    caller.join(5)
+    unreadable, judged = replies[1]
+    assert unreadable.correct is False and "Cannot read" in unreadable.message
+    assert judged.correct in (True, False)
+
+
 def test_a_formula_built_to_vanish_at_the_old_fixed_points_is_wrong(toy):
     """The points used to be drawn from seed 0, visible in the source; a wrong answer
     that vanishes there (the reference plus a product that is 0 at each of them) was
