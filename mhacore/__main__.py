@@ -17,8 +17,12 @@ result of one check at one seed, which would be counted twice). Kept results car
 result without one was computed by the run that the top-level ``provenance`` describes.
 Bad arguments, an unwritable ``--out`` (its folder must exist; it is not created) and an
 unavailable device are usage errors (exit 2) found before any work starts, as is a
-process that SLURM started as one of several tasks without ``torchrun``. Ctrl-C, or
-SIGTERM in a plain run, ends with one line saying what is saved (exit 130).
+process that SLURM started as one of several tasks without ``torchrun``, or launch
+variables that cannot start one (``WORLD_SIZE`` above 1 without ``RANK``, ``MASTER_ADDR``
+and ``MASTER_PORT``, as without ``torchrun``). Ctrl-C, or SIGTERM in a plain run, ends
+with one line saying what is saved (exit 130). A report that cannot be written while the
+run goes on (a full disk) ends it with one line naming the file, which keeps what it held
+before (exit 1).
 
 ``sweep`` (:mod:`mhacore.fair_width` for ``heads-width``, :mod:`mhacore.sweeps` for
 ``heads-width-fixed``) follows the same rules; its ``--resume`` refuses (exit 1, file
@@ -41,7 +45,7 @@ import time
 from pathlib import Path
 
 from ._provenance import OPTIONAL, REQUIRED, device_info, package_versions, provenance
-from ._report import ReportBusy, report_lock
+from ._report import ReportBusy, ReportWriteError, report_lock
 
 
 def doctor(required: dict[str, str] = REQUIRED, optional: dict[str, str] = OPTIONAL,
@@ -202,7 +206,7 @@ def _load_report(path: Path) -> dict | None:
         return None
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:  # ValueError: also an integer of 5000 digits
         raise _Refusal(f"{path} is not a check report (not JSON: {exc})") from None
     except (RecursionError, MemoryError):
         raise _Refusal(f"{path} is not a check report (JSON nested too deeply or too large)") from None
@@ -225,9 +229,10 @@ def _load_report(path: Path) -> dict | None:
             wrong.append(f"results[{i}].passed {r.get('passed', 'missing')!r}, not true/false")
         for key in ("estimate", "prediction", "standard_error"):  # a summary needs them
             value = r.get(key, "missing")
-            if (isinstance(value, bool) or not isinstance(value, (int, float))
-                    or not math.isfinite(value)):
-                wrong.append(f"results[{i}].{key} {value!r}, not a finite number")
+            if not _finite(value):
+                wrong.append(f"results[{i}].{key} {_short(value)}, not a finite number")
+        if "seeds" in report:  # what theorems.calibration reads of every result
+            wrong += _calibration_problems(i, r)
         seed = r.get("seed", report["seed"])
         if isinstance(seed, bool) or not isinstance(seed, int):
             wrong.append(f"results[{i}].seed {seed!r}, not an integer")
@@ -239,6 +244,43 @@ def _load_report(path: Path) -> dict | None:
     if wrong:
         raise _Refusal(f"{path} is not a check report (wrong entries: {'; '.join(wrong[:3])})")
     return report
+
+
+def _finite(value) -> bool:
+    """Whether ``value`` is a JSON number that is finite as a float (not a bool, not an
+    integer too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _short(value) -> str:
+    """``repr(value)``, cut to 40 characters (a kept value may be huge)."""
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 128 else \
+        f"an integer of {value.bit_length()} bits"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _calibration_problems(i: int, r: dict) -> list[str]:
+    """Why result ``i`` of a calibration report cannot be summarised by
+    :func:`mhacore.theorems.calibration` (an empty list when it can)."""
+    wrong = []
+    if not isinstance(r.get("tolerance_rule"), str):
+        wrong.append(f"results[{i}].tolerance_rule {_short(r.get('tolerance_rule', 'missing'))}, "
+                     "not a string")
+    if not _finite(r.get("tolerance", "missing")):
+        wrong.append(f"results[{i}].tolerance {_short(r.get('tolerance', 'missing'))}, "
+                     "not a finite number")
+    details = r.get("details")
+    if not isinstance(details, dict) or not isinstance(details.get("conditions", {}), dict):
+        wrong.append(f"results[{i}].details {_short(details)}, not an object with an object "
+                     "of conditions")
+    wrong += [f"results[{i}].{key} {_short(r[key])}, not a string"
+              for key in ("kind", "rule", "claim_id") if key in r and not isinstance(r[key], str)]
+    return wrong
 
 
 def _kept_results(path: Path, report: dict) -> list[dict]:
@@ -414,6 +456,10 @@ def check(argv: list[str]) -> int:
                      if args.out is not None else "nothing saved (no --out)")
             print(f"interrupted: {saved}", file=sys.stderr)
             return 130
+        except ReportWriteError as exc:  # a full disk, a folder made read-only meanwhile
+            print(f"--out: {exc}; rerun with --resume once it can be written",
+                  file=sys.stderr)
+            return 1
         requested = [r for r in report["results"] if r["theorem_id"] in ids]
         failed = [r["theorem_id"] for r in requested if not r["passed"]]
         if lead and args.seeds is not None:
@@ -529,9 +575,11 @@ def sweep(argv: list[str]) -> int:
         if distributed.rank() == 0:
             print(f"--resume: {exc}", file=sys.stderr)
         return 1
-    except ReportBusy as exc:
+    except (ReportBusy, ReportWriteError) as exc:
         if distributed.rank() == 0:
-            print(f"--out: {exc}", file=sys.stderr)
+            print(f"--out: {exc}" + ("; rerun with --resume once it can be written"
+                                     if isinstance(exc, ReportWriteError) else ""),
+                  file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
         saved = getattr(exc, "saved", None)

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = ["write_json_atomic", "out_problem", "report_target", "is_report", "report_lock",
-           "lock_file", "ReportBusy"]
+           "lock_file", "ReportBusy", "ReportWriteError"]
 
 #: What each kind of report holds at its top level (``check --out``, ``sweep --out``).
 REPORT_KEYS = {"check": ("results", "seed", "scale"), "sweep": ("settings", "units")}
@@ -39,6 +39,11 @@ class ReportBusy(RuntimeError):
     def __init__(self, message: str, holder: str | None = None):
         super().__init__(message)
         self.holder = holder
+
+
+class ReportWriteError(OSError):
+    """A report could not be written (a full disk, a folder made read-only while the run
+    went on); the message names the file, which keeps what it held before."""
 
 
 def lock_file(out, *, follow: bool = True) -> Path:
@@ -83,20 +88,31 @@ def is_report(path, kind: str) -> bool:
 
 def write_json_atomic(path: Path, data, indent: int = 2) -> None:
     """Write ``data`` as JSON to ``path`` atomically (fresh temporary name, then a rename);
-    through a symbolic link, its target is replaced and the link kept."""
+    through a symbolic link, its target is replaced and the link kept.
+
+    Raises :class:`ReportWriteError` (an ``OSError``) naming ``path`` when the system
+    refuses the write (no space left, a read-only folder); ``path`` is then as it was."""
     path = report_target(path)
     if path.exists() and not path.is_file():
         raise ValueError(f"cannot write a report to {path}: not a regular file")
     # an existing report keeps its permissions; a new one gets a plain file's
     mode = path.stat().st_mode & 0o777 if path.is_file() else 0o666 & ~_umask()
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    text = json.dumps(data, indent=indent)
+    tmp = None
     try:
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(json.dumps(data, indent=indent))
+            stream.write(text)
         os.chmod(tmp, mode)  # mkstemp's 0600 would hide a new report from a group
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            error = ReportWriteError(f"cannot write {path} ({exc.strerror or exc}); it keeps "
+                                     "what it held before")
+            error.errno = exc.errno
+            raise error from None
         raise
 
 
@@ -195,8 +211,11 @@ def report_lock(out, *, follow: bool = True):
             break
         os.close(handle)
     try:
-        os.ftruncate(handle, 0)
-        os.write(handle, str(os.getpid()).encode())
+        try:
+            os.ftruncate(handle, 0)
+            os.write(handle, str(os.getpid()).encode())
+        except OSError as exc:  # no space left for the pid
+            raise ReportBusy(f"cannot write the lock file {lock} ({exc.strerror or exc})") from None
         yield
     finally:
         with contextlib.suppress(OSError):

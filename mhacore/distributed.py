@@ -139,6 +139,8 @@ def _launch_variable_problem(env) -> str | None:
     'RANK must be below WORLD_SIZE = 2 (ranks count from 0); got 2'
     >>> _launch_variable_problem({"MHACORE_DIST_TIMEOUT_S": "0"})
     "MHACORE_DIST_TIMEOUT_S must be a finite number of seconds > 0; got '0'"
+    >>> _launch_variable_problem({"RANK": "1", "WORLD_SIZE": "2"}).split(":")[0]
+    'WORLD_SIZE = 2 asks for 2 ranks, but MASTER_ADDR and MASTER_PORT are not set'
     """
     values = {}
     for name, minimum in (("RANK", 0), ("LOCAL_RANK", 0), ("WORLD_SIZE", 1)):
@@ -156,6 +158,21 @@ def _launch_variable_problem(env) -> str | None:
         if values.get(name, 0) >= world:
             return (f"{name} must be below WORLD_SIZE = {world} (ranks count from 0); "
                     f"got {values[name]}")
+    if world > 1:  # torch's env:// rendezvous needs all of them; torchrun sets them
+        missing = [name for name in ("RANK", "MASTER_ADDR", "MASTER_PORT")
+                   if not env.get(name, "").strip()]
+        if missing:
+            names = " and ".join([", ".join(missing[:-1]), missing[-1]] if len(missing) > 1
+                                 else missing)
+            return (f"WORLD_SIZE = {world} asks for {world} ranks, but {names} "
+                    f"{'is' if len(missing) == 1 else 'are'} not set: start the ranks with "
+                    f"torchrun (torchrun --nproc-per-node {world} -m mhacore ...), which sets "
+                    "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, or unset WORLD_SIZE to run "
+                    "alone")
+        port = env["MASTER_PORT"].strip()
+        if not (port.isdigit() and 0 < int(port) < 65536):
+            return (f"MASTER_PORT must be a TCP port from 1 to 65535 (torchrun sets it); "
+                    f"got {env['MASTER_PORT']!r}")
     raw = env.get(TIMEOUT_ENV)
     if raw is not None:
         try:

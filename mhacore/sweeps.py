@@ -251,7 +251,7 @@ def _kept_units(out, new, option_names=None, sweep_name="heads-width-fixed"):
         return {}, []
     try:
         old = json.loads(out.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # also an integer of 5000 digits
         raise ResumeRefused(f"{out} is not a sweep report (not JSON: {exc})") from None
     except (RecursionError, MemoryError):
         raise ResumeRefused(f"{out} is not a sweep report (JSON nested too deeply or too "
@@ -347,8 +347,8 @@ def _numbers(value, shape, name, minimum=-math.inf):
     """Why ``value`` is not an array of finite numbers ``>= minimum`` of ``shape``."""
     try:
         a = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        return f"{name} is not an array of numbers"
+    except (TypeError, ValueError, OverflowError):  # Overflow: an integer beyond a float
+        return f"{name} is not an array of finite numbers"
     if a.shape != tuple(shape):
         return f"{name} has shape {a.shape}, expected {tuple(shape)}"
     if not np.isfinite(a).all():

@@ -139,12 +139,19 @@ def test_several_slurm_tasks_without_torchrun_refuse(calls, capsys, monkeypatch,
     ({"MHACORE_DIST_TIMEOUT_S": "abc"}, "MHACORE_DIST_TIMEOUT_S must be a finite number"),
     ({"MHACORE_DIST_TIMEOUT_S": "0"}, "MHACORE_DIST_TIMEOUT_S must be a finite number"),
     ({"MHACORE_DIST_TIMEOUT_S": "inf"}, "MHACORE_DIST_TIMEOUT_S must be a finite number"),
+    # set by hand, not by torchrun: used to end in torch's traceback from its rendezvous
+    ({"RANK": "1", "WORLD_SIZE": "2"}, ("WORLD_SIZE = 2 asks for 2 ranks, but MASTER_ADDR and "
+                                        "MASTER_PORT are not set: start the ranks with torchrun")),
+    ({"WORLD_SIZE": "2"}, "but RANK, MASTER_ADDR and MASTER_PORT are not set"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "abc"},
+     "MASTER_PORT must be a TCP port from 1 to 65535 (torchrun sets it); got 'abc'"),
 ])
 def test_bad_launch_variables_are_usage_errors_before_any_work(calls, capsys, monkeypatch, tmp_path,
                                                                command, env, message):
     """A mistyped launch variable is one clear message (exit 2), not a traceback or a
     30-minute wait for a rendezvous that cannot happen."""
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MHACORE_DIST_TIMEOUT_S", "SLURM_NTASKS"):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MHACORE_DIST_TIMEOUT_S", "SLURM_NTASKS",
+                 "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -337,7 +344,9 @@ def test_resume_refuses_a_report_of_the_wrong_structure(calls, capsys, tmp_path,
 
 
 def test_under_torchrun_only_rank_0_prints_a_usage_error(calls, capsys, monkeypatch):
-    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")  # torchrun sets it in every rank
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")  # torchrun sets these in every rank
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "1")
     assert _exit_code(["--seed", "-1"]) == 2
@@ -469,3 +478,119 @@ def test_a_lock_file_that_is_a_link_or_fifo_is_not_used(calls, capsys, tmp_path)
     os.mkfifo(lock)
     assert check(["--theorem", "toy-b", "--out", str(out), "--resume"]) == 1
     assert "not a regular file" in capsys.readouterr().err
+
+
+# --- after the work: a report that cannot be written, kept results that cannot be read ---
+
+def _no_space_after(monkeypatch, calls_allowed):
+    """``os.replace`` of the report writer succeeds ``calls_allowed`` times, then the disk
+    is full."""
+    import errno
+    import os
+
+    from mhacore import _report
+
+    real, seen = os.replace, []
+
+    def replace(src, dst):
+        seen.append(dst)
+        if len(seen) > calls_allowed:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(src, dst)
+    monkeypatch.setattr(_report.os, "replace", replace)
+    return real
+
+
+def test_a_full_disk_during_a_check_is_one_line(calls, capsys, monkeypatch, tmp_path):
+    """A full disk while rewriting the report used to end in a traceback."""
+    import os
+
+    out = tmp_path / "report.json"
+    real = _no_space_after(monkeypatch, 1)
+    assert check(["--theorem", "toy-a", "--theorem", "toy-b", "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [(f"--out: cannot write {out} (No space left on device); it keeps what it "
+                    "held before; rerun with --resume once it can be written")]
+    assert [r["theorem_id"] for r in json.loads(out.read_text())["results"]] == ["toy-a"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]  # no temporary file
+    monkeypatch.setattr(os, "replace", real)  # room again: the rerun keeps toy-a
+    assert check(["--theorem", "toy-a", "--theorem", "toy-b", "--out", str(out), "--resume"]) == 0
+    assert calls == ["toy-a", "toy-b", "toy-b"]
+
+
+def test_a_full_disk_during_a_sweep_is_one_line(calls, capsys, monkeypatch, tmp_path):
+    from mhacore import sweeps
+
+    monkeypatch.setattr(sweeps, "_unit", lambda unit, s, ctx: {"bias_sq": [], "spread": []})
+    out = tmp_path / "sweep.json"
+    _no_space_after(monkeypatch, 0)
+    assert main(["sweep", "heads-width-fixed", "--size", "tiny", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"--out: cannot write {out} (No space left on device)" in err
+    assert "Traceback" not in err and not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_no_space_for_the_lock_file_is_one_line(calls, capsys, monkeypatch, tmp_path):
+    import errno
+    import os
+
+    from mhacore import _report
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(_report.os, "ftruncate", full)
+    out = tmp_path / "report.json"
+    assert check(["--theorem", "toy-a", "--out", str(out)]) == 1
+    assert "--out: cannot write the lock file" in capsys.readouterr().err
+    assert calls == [] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("edit", [
+    lambda text: text.replace('"estimate": 0.0', '"estimate": ' + "9" * 5000, 1),
+    lambda text: text.replace('"estimate": 0.0', '"estimate": ' + "9" * 400, 1),
+], ids=["5000-digit-integer", "integer-beyond-a-float"])
+def test_resume_refuses_huge_numbers_with_a_message(calls, capsys, tmp_path, edit):
+    """An integer of 5000 digits (beyond Python's int-from-text limit) or one too large for
+    a float used to end in a traceback."""
+    out = _report(tmp_path)
+    out.write_text(edit(out.read_text()))
+    before = out.read_text()
+    calls.clear()
+    assert check(["--theorem", "toy-a", "--theorem", "toy-b", "--out", str(out), "--resume"]) == 1
+    assert out.read_text() == before and calls == []
+    assert "is not a check report" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edit", [
+    lambda r: r.pop("tolerance_rule"),
+    lambda r: r.update(tolerance="x"),
+    lambda r: r.update(details=[]),
+    lambda r: r.update(details={"conditions": [1]}),
+    lambda r: r.update(kind=3),
+], ids=["no-tolerance-rule", "tolerance", "details", "conditions", "kind"])
+def test_resume_of_a_calibration_refuses_results_it_cannot_summarise(calls, capsys, tmp_path, edit):
+    """A kept result the calibration cannot read used to crash the run after the missing
+    checks had run (their results lost)."""
+    out = tmp_path / "report.json"
+    assert check(["--theorem", "toy-a", "--seeds", "1-2", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    report["results"] = report["results"][:1]
+    edit(report["results"][0])
+    out.write_text(json.dumps(report))
+    calls.clear()
+    assert check(["--theorem", "toy-a", "--seeds", "1-2", "--out", str(out), "--resume"]) == 1
+    assert json.loads(out.read_text()) == report and calls == []
+    assert "is not a check report (wrong entries: results[0]." in capsys.readouterr().err
+
+
+def test_sweep_resume_refuses_huge_numbers(tmp_path):
+    from mhacore import sweeps
+
+    out = tmp_path / "sweep.json"
+    out.write_text('{"settings": {"seed": ' + "9" * 5000 + '}, "units": {}}')
+    with pytest.raises(sweeps.ResumeRefused, match="not a sweep report"):
+        sweeps.run_sweep("tiny", out=out, resume=True)
+    s = sweeps.settings("tiny")
+    block = [[10**400] * s["block_size"]] * len(sweeps.splits(4))
+    assert sweeps.unit_problem((4, 20, 0), {"bias_sq": block, "spread": block}, s) == \
+        "bias_sq is not an array of finite numbers"

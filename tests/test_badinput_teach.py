@@ -369,8 +369,145 @@ def test_two_runs_on_one_folder_are_kept_apart(book, tmp_path):
 def test_a_table_of_contents_or_chapter_it_cannot_read_is_named(book, tmp_path, capsys, damage,
                                                                 message):
     """A typo in _toc.yml or an emptied chapter used to be skipped without a word (the
-    notebooks came out one short) or to end in a traceback."""
+    notebooks came out one short) or to end in a traceback. Bad data: exit 1."""
     damage(book)
     out = tmp_path / "out"
-    assert main(["reader", "--out", str(out), "--book", str(book)]) == 2
+    assert main(["reader", "--out", str(out), "--book", str(book)]) == 1
     assert message in capsys.readouterr().err and not out.exists()
+
+
+def _with_bibliography(root: Path, bib: str = "@misc{k, author = {Watson, G. S.}, "
+                       "title = {T}, year = {1964}}\n", config: str | None = None) -> None:
+    (root / "_config.yml").write_text(config if config is not None else
+                                      "bibtex_bibfiles:\n  - book/references.bib\n")
+    (root / "book" / "references.bib").write_text(bib)
+
+
+def _append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda root: _with_bibliography(root, config="bibtex_bibfiles: [x\n"),
+     "_config.yml is not readable YAML (line 2): while parsing a flow sequence from line 1"),
+    (lambda root: _with_bibliography(root, config="- a\n- b\n"),
+     "_config.yml must be a mapping of settings; got a list"),
+    (lambda root: _with_bibliography(root, config="bibtex_bibfiles: book/references.bib\n"),
+     "_config.yml: bibtex_bibfiles must be a list of file names; got 'book/references.bib'"),
+    (lambda root: _with_bibliography(root, bib="@article{broken,\n  title = {unclosed\n"),
+     "references.bib cannot be read: syntax error in line 2: premature end of file"),
+    (lambda root: _with_bibliography(root, bib="@misc{k, title={a}}\n@misc{k, title={b}}\n"),
+     "references.bib cannot be read: repeated bibliography entry: k"),
+    (lambda root: _with_bibliography(root, bib="@misc{k, author = {A, B, C, D}, title={a}}\n"),
+     "references.bib cannot be read: Too many commas in 'A, B, C, D'"),
+    (lambda root: (_with_bibliography(root), (root / "book" / "references.bib").unlink()),
+     "references.bib cannot be read: unable to open"),
+    (lambda root: (root / "book" / "01-toy.md").write_text(
+        CHAPTER.format(n=1).replace("kernelspec:\n", "kernelspec: [\n")),
+     ("01-toy.md: its front matter is not readable YAML (line 4): while parsing a flow "
+      "sequence from line 2")),
+    (lambda root: _append(root / "book" / "01-toy.md", "\n```{code-cell} ipython3\n:tags: [a\nx\n```\n"),
+     "01-toy.md is not a readable MyST notebook: Code cell"),
+    (lambda root: _append(root / "book" / "01-toy.md", "\n+++ {\"tags\": [\n\ntext\n"),
+     "01-toy.md is not a readable MyST notebook: Markdown cell"),
+    (lambda root: _append(root / "book" / "index.md", "\n:::{note}\nnever closed\n"),
+     "index.md: markdown has an unclosed {note} block (fence ':::') at line 3"),
+    (lambda root: _append(root / "book" / "01-toy.md", "\n:::{note}\nnever closed\n"),
+     "01-toy.md: markdown has an unclosed {note} block"),
+    (lambda root: (root / "book" / "index.md").write_bytes(b"# Toy \xff\n"),
+     "page " ),
+])
+def test_malformed_sources_are_named_in_one_line(book, tmp_path, capsys, damage, message):
+    """Malformed YAML, BibTeX or cell metadata used to end in a traceback (some naming no
+    file), and left an empty --out behind. Now: one line naming the file, exit 1 (bad
+    data), and no --out."""
+    damage(book)
+    out = tmp_path / "out"
+    assert main(["reader", "--out", str(out), "--book", str(book)]) == 1
+    err = capsys.readouterr().err
+    assert message in err and str(book) in err, err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_the_teaching_plan_is_named_when_malformed(book, tmp_path, capsys):
+    (book / "book" / "course.md").write_text("# Course\n\n:::{note}\nnever closed\n")
+    assert main(["instructor", "--out", str(tmp_path / "out"), "--book", str(book)]) == 1
+    err = capsys.readouterr().err
+    assert "teaching plan" in err and "course.md: markdown has an unclosed {note}" in err
+    assert not (tmp_path / "out").exists()
+
+
+def _no_space(*args, **kwargs):
+    import errno
+    import os
+
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_is_one_line_and_leaves_the_folder_as_it_was(book, tmp_path, capsys,
+                                                                 monkeypatch):
+    """A full disk while staging used to end in a traceback and leave an empty folder."""
+    import nbformat
+
+    monkeypatch.setattr(nbformat, "write", _no_space)
+    new = tmp_path / "new"
+    assert main(["reader", "--out", str(new), "--book", str(book)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out '{new}' cannot be written (No space left on device)" in err
+    assert len(err.strip().splitlines()) == 1 and not new.exists()
+    monkeypatch.undo()
+    old = generate("student", tmp_path / "old", book)
+    before = {p.name: p.read_bytes() for p in old.iterdir()}
+    monkeypatch.setattr(nbformat, "write", _no_space)
+    assert main(["student", "--out", str(old), "--book", str(book)]) == 2
+    assert {p.name: p.read_bytes() for p in old.iterdir()} == before
+
+
+def test_a_marker_left_half_written_does_not_make_the_folder_foreign(book, tmp_path):
+    """A run killed while writing its marker leaves ``.mhacore-teach.XXXX.tmp``; the
+    next run used to refuse the folder as holding files teach did not write."""
+    out = tmp_path / "pack"
+    out.mkdir()
+    (out / f"{MARKER}.abc123.tmp").write_text('{"writ')
+    assert (generate("reader", out, book) / "01-toy.ipynb").is_file()
+
+
+def test_a_lock_file_that_cannot_be_written_is_one_line(book, tmp_path, capsys, monkeypatch):
+    """No space for the lock file's pid used to end in a traceback."""
+    from mhacore import _report
+
+    monkeypatch.setattr(_report.os, "ftruncate", _no_space)
+    out = tmp_path / "new"
+    assert main(["reader", "--out", str(out), "--book", str(book)]) == 2
+    assert "cannot write the lock file" in capsys.readouterr().err and not out.exists()
+
+
+# --- plain_markdown and the labels take linear time -------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "{numref}`" + " " * 30_000 + "`",  # took about 2 s (quadratic), 90 s at 200 000
+    "{ref}`" + "<" * 30_000 + "`",
+    "{ref}`a" + " " * 30_000 + "b <x>`",
+    "(lab)=\n# a" + " " * 30_000 + "b",  # a heading's title
+], ids=["spaces", "angles", "spaces-then-target", "heading"])
+def test_plain_markdown_is_linear_on_long_role_bodies(text):
+    import time
+
+    from mhacore.editions.reader import Book, page_labels, plain_markdown
+
+    start = time.perf_counter()
+    plain_markdown(text, Book(labels=page_labels(text, "p")), "p")
+    assert time.perf_counter() - start < 0.25
+
+
+def test_exercise_names_are_linear_on_long_titles():
+    """A title with a long run of spaces and no star took cubic time (100 s at 5000)."""
+    import time
+
+    from mhacore.editions.references import exercise_name
+
+    start = time.perf_counter()
+    assert exercise_name("1.1 -" + " " * 3000 + "x") is None
+    assert exercise_name("1.1 - a" + " " * 3000 + "b ★ (x)") == f"Exercise 1.1 (a{' ' * 3000}b)"
+    assert time.perf_counter() - start < 0.25
+

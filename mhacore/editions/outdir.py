@@ -40,7 +40,7 @@ from pathlib import Path
 
 from .._report import ReportBusy, lock_file, report_lock
 
-__all__ = ["MARKER", "STAGE", "Target", "prepare", "finish", "abandon"]
+__all__ = ["MARKER", "STAGE", "Target", "prepare", "finish", "abandon", "write_error"]
 
 MARKER = ".mhacore-teach"
 STAGE = ".mhacore-teach-staging"  # this run's files, before they move into the folder
@@ -59,6 +59,7 @@ class Target:
     owned: dict = field(default_factory=dict)  # relative path -> sha256, unchanged files
     held: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     previous_archive: tuple = (None, None)  # the archive the marker records, and its hash
+    created: bool = False  # prepare made the folder: a failed run removes it again
 
 
 def _sha256(path: Path) -> str:
@@ -158,34 +159,41 @@ def prepare(out, *, force: bool = False, make_zip: bool = False) -> Target:
         if archive.exists() and not (ours or force):
             raise ValueError(f"{archive} already exists and teach did not make it; remove it, or pass "
                              "--force to overwrite it")
-    others = [p.name for p in folder.iterdir() if p.name not in _OWN] if folder.is_dir() else []
+    others = [p.name for p in folder.iterdir()
+              if p.name not in _OWN and not _stale_marker(p.name)] if folder.is_dir() else []
     if marker is None and others and not force:
         raise ValueError(f"--out {str(folder)!r} holds files teach did not write (e.g. {sorted(others)[:3]}); "
                          "choose a new or empty folder, or pass --force to write beside them (teach "
                          "never overwrites or deletes a file it did not write)")
+    created = not folder.is_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValueError(f"--out {str(folder)!r} cannot be made ({exc.strerror or exc})") from None
-    target = Target(folder, folder / STAGE, archive)
+    target = Target(folder, folder / STAGE, archive, created=created)
     try:
         target.held.enter_context(report_lock(folder / MARKER, follow=False))
     except ReportBusy as exc:
         message = str(exc) if exc.holder is None else (
             f"--out {str(folder)!r} is being written by another teach run (process "
             f"{exc.holder}); wait for it to finish, or choose another folder")
+        _release(target)
         raise ValueError(message) from None
     except OSError as exc:  # a read-only folder
+        _release(target)
         raise ValueError(f"--out {str(folder)!r} cannot be written ({exc.strerror or exc})") from None
     try:
         _clear_stage(target.stage)
         target.stage.mkdir()
         (target.stage / _SENTINEL).write_text("teach's staging folder\n", encoding="utf-8")
-    except OSError as exc:
-        target.held.close()
+    except OSError as exc:  # a full disk
+        if not (target.stage / _SENTINEL).is_file():
+            with contextlib.suppress(OSError):
+                target.stage.rmdir()  # just made (only while empty)
+        abandon(target)
         raise ValueError(f"--out {str(folder)!r} cannot be written ({exc.strerror or exc})") from None
-    except ValueError:
-        target.held.close()
+    except ValueError:  # a folder of the stage's name that teach did not make: kept
+        _release(target)
         raise
     target.owned = _owned(folder, _marker(folder))
     target.previous_archive = (marker or {}).get("archive"), (marker or {}).get("archive_sha256")
@@ -202,10 +210,33 @@ def _clear_stage(stage: Path) -> None:
     shutil.rmtree(stage)
 
 
+def _stale_marker(name: str) -> bool:
+    """Whether ``name`` is a temporary marker file a killed run left (never the user's)."""
+    return name.startswith(f"{MARKER}.") and name.endswith(".tmp")
+
+
 def abandon(target: Target) -> None:
-    """Drop this run's staged files and release the folder (the folder is as it was)."""
-    shutil.rmtree(target.stage, ignore_errors=True)
+    """Drop this run's staged files and release the folder (the folder is as it was; one
+    that :func:`prepare` made is removed again while nothing else is in it)."""
+    if (target.stage / _SENTINEL).is_file():
+        shutil.rmtree(target.stage, ignore_errors=True)
+    _release(target)
+
+
+def _release(target: Target) -> None:
+    """Release the folder's lock; remove the folder again if :func:`prepare` made it and
+    nothing is in it."""
     target.held.close()
+    if target.created:
+        with contextlib.suppress(OSError):
+            target.folder.rmdir()  # only while empty
+
+
+def write_error(out, exc: OSError) -> ValueError:
+    """The one-line error of a run that could not write its files into ``out`` (a full
+    disk, a folder made read-only while it ran); its staged files are dropped."""
+    return ValueError(f"--out {str(out)!r} cannot be written ({exc.strerror or exc}); "
+                      "nothing in it was changed")
 
 
 def _write_marker(target: Target, written: dict, pending: dict, archive_sha: str | None) -> None:
@@ -216,9 +247,13 @@ def _write_marker(target: Target, written: dict, pending: dict, archive_sha: str
     record = {"written": written, "pending": pending, "archive": archive[0],
               "archive_sha256": archive[1]}
     handle, tmp = tempfile.mkstemp(dir=target.folder, prefix=f"{MARKER}.", suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as stream:  # a fresh name: no link followed
-        stream.write(json.dumps(record, indent=1, sort_keys=True))
-    os.replace(tmp, target.folder / MARKER)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:  # a fresh name: no link followed
+            stream.write(json.dumps(record, indent=1, sort_keys=True))
+        os.replace(tmp, target.folder / MARKER)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _blocked(target: Target, new: dict) -> list[str]:

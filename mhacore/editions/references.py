@@ -12,8 +12,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-# "1.1 — The Epanechnikov constants ★ (derivation)": the number, then the name
-_EXERCISE_TITLE = re.compile(r"^(?P<number>\d+\.\d+)\s*[—-]\s*(?P<name>.*?)\s*★")
+# "1.1 — The Epanechnikov constants ★ (derivation)": the number, then the name (up to the
+# first ★, trailing spaces dropped by exercise_name: a lazy ".*?\s*★" took cubic time on a
+# long run of spaces without a ★)
+_EXERCISE_TITLE = re.compile(r"^(?P<number>\d+\.\d+)\s*[—-]\s*(?P<name>[^★]*)★")
 
 
 def escape_markdown(text: str) -> str:
@@ -40,10 +42,11 @@ def exercise_name(title: str) -> str | None:
     >>> exercise_name("Count") is None
     True
     """
-    match = _EXERCISE_TITLE.match(title.strip())
+    title = title.strip()
+    match = _EXERCISE_TITLE.match(title) if "★" in title else None
     if not match:
         return None
-    return f"Exercise {match.group('number')} ({match.group('name')})"
+    return f"Exercise {match.group('number')} ({match.group('name').rstrip()})"
 
 
 def _plain(latex: str) -> str:
@@ -102,11 +105,27 @@ def _entry_text(key: str, entry) -> str:
 def read_references(bibfile: Path) -> dict[str, dict]:
     """``{key: {"who": ..., "year": ..., "entry": formatted text}}`` for a BibTeX file:
     ``who`` and ``year`` as :func:`author_year` gives them, ``entry`` the line of a
-    reference list, LaTeX decoded."""
-    from pybtex.database import parse_file
+    reference list, LaTeX decoded.
 
+    A file that cannot be read or parsed (a missing file, a syntax error, a key given
+    twice, a name or LaTeX pybtex cannot read) is a ``ValueError`` naming the file (and
+    the entry, where the error is in one), in one line."""
+    from pybtex.database import parse_file
+    from pybtex.exceptions import PybtexError
+
+    def problem(exc):
+        return " ".join(str(exc).split())
+
+    try:
+        entries = parse_file(str(bibfile)).entries
+    except PybtexError as exc:
+        raise ValueError(f"BibTeX file {bibfile} cannot be read: {problem(exc)}") from None
     refs = {}
-    for key, entry in parse_file(str(bibfile)).entries.items():
-        who, year = author_year(entry)
-        refs[key] = {"who": _plain(who), "year": _plain(year), "entry": _entry_text(key, entry)}
+    for key, entry in entries.items():
+        try:
+            who, year = author_year(entry)
+            refs[key] = {"who": _plain(who), "year": _plain(year),
+                         "entry": _entry_text(key, entry)}
+        except PybtexError as exc:
+            raise ValueError(f"BibTeX file {bibfile}, entry {key}: {problem(exc)}") from None
     return refs

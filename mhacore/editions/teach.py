@@ -25,6 +25,13 @@ added after the imports redefines ``glue`` to display its value).
 
 The chapters are read from the book's ``_toc.yml``, in its order, so the notebooks follow
 the chapters exactly as they are built.
+
+Exit status: 0 when the folder (or zip) is written; 1 when a source of the book cannot be
+read (:class:`mhacore.editions.reader.SourceError`: one line naming the file, e.g. a
+``_toc.yml``, ``_config.yml`` or chapter front matter that is not YAML, a BibTeX syntax
+error or repeated key); 2 for a usage error (``--out`` refused or not writable, as on a
+full disk, or no ``_toc.yml`` under ``--book``). A failed run leaves ``--out`` as it was
+(a folder it made is removed again).
 """
 
 from __future__ import annotations
@@ -35,7 +42,15 @@ import sys
 from pathlib import Path
 
 from . import outdir as _outdir
-from .reader import Book, chapter_sources, edition_notebook, plain_markdown, read_book
+from .reader import (
+    Book,
+    SourceError,
+    chapter_sources,
+    edition_notebook,
+    plain_markdown,
+    read_book,
+    read_source,
+)
 
 # {exec-time}`this`: a page's run time, filled in by the site's build (book/_ext/exec_time.py)
 _EXEC_TIME = re.compile(r"\{exec-time\}`[^`]*`")
@@ -102,14 +117,21 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
         for source in sources:
             nbformat.write(edition_notebook(source, book, kind), stage / f"{source.stem}.ipynb")
         if kind == "instructor" and (book_root / TEACHING_PLAN).is_file():
-            plan = (book_root / TEACHING_PLAN).read_text(encoding="utf-8")
-            (stage / "teaching-plan.md").write_text(plan_markdown(plan, book), encoding="utf-8")
+            plan = read_source(book_root / TEACHING_PLAN, "teaching plan")
+            try:
+                plan = plan_markdown(plan, book)
+            except ValueError as exc:  # a directive left open
+                raise SourceError(f"teaching plan {book_root / TEACHING_PLAN}: {exc}") from None
+            (stage / "teaching-plan.md").write_text(plan, encoding="utf-8")
         if kind == "instructor":
             from .answer_key import write_answer_key
 
             write_answer_key(stage, sources, book)
         if kind != "reader":
             (stage / "README.md").write_text(_readme(kind, sources), encoding="utf-8")
+    except OSError as exc:  # a full disk, a folder made read-only meanwhile
+        _outdir.abandon(target)
+        raise _outdir.write_error(out, exc) from None
     except BaseException:
         _outdir.abandon(target)
         raise
@@ -168,6 +190,9 @@ def _nbgrader_course(out: Path, book_root: Path, make_zip: bool, force: bool) ->
     target = _outdir.prepare(out, force=force, make_zip=make_zip)
     try:
         write_course(target.stage, book_root)
+    except OSError as exc:
+        _outdir.abandon(target)
+        raise _outdir.write_error(out, exc) from None
     except BaseException:
         _outdir.abandon(target)
         raise
@@ -194,7 +219,10 @@ def main(argv: list[str]) -> int:
             result = _nbgrader_course(args.out, args.book, args.zip, args.force)
         else:
             result = generate(args.kind, args.out, args.book, args.zip, force=args.force)
-    except ValueError as exc:
+    except SourceError as exc:  # the book's sources: bad data
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:  # --out, --book: a usage error
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {result}")
