@@ -302,6 +302,38 @@ def test_student_site_has_no_solution_text(student_site):
             assert f"Your turn ({label})" in text, (source.stem, label)
 
 
+def test_student_site_keeps_its_word(student_site, html_dir):
+    """Every page of the student site, crawled: no link that leads nowhere, to the Chinese
+    pages (there is no Chinese student edition; the Chinese site shows the solutions) or to
+    the repository (it holds them), and no instructor notes; the full site keeps them and
+    shows none of the student edition's own passages (issue 26, item 2)."""
+    from browser import broken_links
+
+    _, html = student_site
+    pages = sorted(str(p.relative_to(html)) for p in html.rglob("*.html")
+                   if "_static" not in p.parts and "slides" not in p.parts)
+    assert len(pages) > 10
+    assert broken_links(html, pages) == []
+    repository = re.search(r"^repository:\n\s+url:\s*(\S+)", (ROOT / "_config.yml").read_text(),
+                           re.M).group(1)
+    for name in pages:
+        page = (html / name).read_text(encoding="utf-8")
+        assert "hreflang" not in page and "/zh/" not in page, name
+        assert repository not in page and "github.com" not in page, name
+        assert "full-edition" not in page and "student-edition" not in page, name
+    course = _html_text(html / "book" / "course.html")
+    for note in ("What a student can find out", "How solutions stay hidden", "Grading with nbgrader",
+                 "Running on lab machines", "exercise_answers", "lab-instructor"):
+        assert note not in course, note
+    assert "Before session 1" in course and "Week 1, session 1" in course and "Mini-project" in course
+    run = _html_text(html / "book" / "run-it-yourself.html")
+    assert "Your notebooks" in run and "clone" not in run.lower() and "Route 2" not in run
+    assert "student edition" in _html_text(html / "index.html")
+    full_course = _html_text(html_dir / "book" / "course.html")
+    assert "Grading with nbgrader" in full_course and "Before session 1" not in full_course
+    assert "Your notebooks" not in _html_text(html_dir / "book" / "run-it-yourself.html")
+
+
 # --- slides and the nbgrader command, without a build ----------------------------------
 
 def _executed_chapter():
@@ -383,3 +415,55 @@ def test_teach_nbgrader_command_writes_one_assignment_per_week(tmp_path):
     (foreign / "notes.txt").write_text("mine", encoding="utf-8")
     assert main(["nbgrader", "--out", str(foreign)]) == 2  # refused: teach did not write it
     assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+
+
+def test_points_per_week_are_the_courses_own():
+    """The course page's table of points per week is the nbgrader course's: one autograded
+    point per self-checked exercise of the week's chapters, two points of working per
+    exercise (issue 26, item 3)."""
+    from mhacore.editions.grading import WEEKS
+
+    text = (ROOT / "book" / "course.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d)(?: \(optional\))? \| ([\d, ]+) \| (\d+) \| (\d+) \| (\d+) \|$", text, re.M)
+    assert len(rows) == len(WEEKS)
+    for (week, chapters, auto, by_hand, working), (name, numbers) in zip(rows, WEEKS.items()):
+        assert name == f"week{week}" and [int(c) for c in chapters.split(",")] == [int(n) for n in numbers]
+        labels = [label for n in numbers
+                  for label in re.findall(rf":label: (ex-{int(n)}-\d+)",
+                                          next(ROOT.glob(f"book/{n}-*.md")).read_text(encoding="utf-8"))]
+        assert int(auto) == sum(label in EXERCISES for label in labels), week
+        assert int(by_hand) == len(labels) and int(working) == 2 * len(labels), week
+
+
+def test_reading_times_are_counted_from_the_chapters(html_dir):
+    """Each session's reading time is the chapter's prose words at 120 a minute, counted
+    when the site was built (book/_ext/reading_time.py); never typed by hand."""
+    from reading_time import prose_words, reading_minutes
+
+    assert prose_words("Two words $x^2$ `code` here.\n\n$$\nlong + formula\n$$\n") == 3
+    assert reading_minutes(121) == 5 and reading_minutes(601) == 10
+    course = _html_text(html_dir / "book" / "course.html")
+    for source in chapter_sources(ROOT):
+        words = prose_words(source.read_text(encoding="utf-8"))
+        assert f"Reading: about {reading_minutes(words)} min for the whole chapter ({words:,} words" \
+            in course, source.stem
+
+
+def test_the_converter_keeps_the_full_editions_passages():
+    """Notebooks and packs are full editions: a ``full-edition`` container's text stays
+    (without the container), a ``student-edition`` container or section goes, and the
+    reading-time roles print the counted numbers."""
+    from mhacore.editions.reader import Book, plain_markdown
+
+    text = ("Intro.\n\n::::{container} full-edition\nFor instructors.\n::::\n\n"
+            "::::{container} student-edition\nFor students.\n::::\n\n"
+            "(student-edition-x)=\n## Students only\n\nHidden.\n\n### Inside\n\nAlso hidden.\n\n"
+            "(full-edition-y)=\n## Everyone in the full edition\n\n"
+            "About {reading-minutes}`01-a` min ({prose-words}`01-a` words).")
+    plain = plain_markdown(text, Book(prose_words={"01-a": 1234}), "course")
+    assert "For instructors." in plain and "container" not in plain
+    assert "full-edition" not in plain and "student-edition" not in plain
+    for gone in ("For students", "Students only", "Hidden", "Also hidden"):
+        assert gone not in plain, gone
+    assert "## Everyone in the full edition" in plain
+    assert "About 15 min (1,234 words)." in plain

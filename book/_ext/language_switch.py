@@ -4,10 +4,13 @@ The editions are published side by side: the English site at the root, the Chine
 its ``zh/`` folder (``make book-zh`` links ``_build/html/zh`` to ``_build/zh/html``). The
 links are relative, so they work offline from the build folder and wherever the two sites
 are copied together. Each link carries ``hreflang``; the English build's own link checks
-skip such links, and the Chinese edition's tests follow them.
+skip such links, and the Chinese edition's tests follow them. The student edition has no
+Chinese counterpart, so its pages carry no switch.
 """
 
 from html import escape
+
+from student_edition import is_student_edition
 
 EDITIONS = {  # language -> (label of the *other* edition, its language tag, its root)
     "en": ("中文", "zh-CN", "zh/"),
@@ -29,8 +32,8 @@ def counterpart_href(pagename: str, language: str | None) -> tuple[str, str, str
 
 
 def _add_switch(app, pagename, templatename, context, doctree):
-    if doctree is None or "body" not in context:  # genindex, search: no counterpart link
-        return
+    if doctree is None or "body" not in context or is_student_edition():  # genindex, search:
+        return  # no counterpart link; the student edition: no Chinese student edition
     href, label, hreflang = counterpart_href(pagename, app.config.language)
     link = (f'<p class="language-switch" style="text-align: right; margin: 0">'
             f'<a class="reference external" href="{escape(href)}" hreflang="{hreflang}" '

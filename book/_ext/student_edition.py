@@ -8,7 +8,17 @@ would carry solutions out another way:
 - the page sources (``_sources``) and the download button, which offers the chapters with
   their answer cells;
 - the launch (Binder) buttons and the repository, issue and edit buttons, which all lead
-  to the full sources with the solutions.
+  to the full sources with the solutions;
+- the switch to the Chinese pages (there is no Chinese student edition, and the Chinese
+  site beside the full one shows the solutions; ``language_switch.py`` asks
+  :func:`is_student_edition`);
+- the passages written for the full site only: a page marks them with a container of
+  class ``full-edition`` (``:::{container} full-edition``), or a whole section with a
+  label that starts with ``full-edition-``. Passages for students only (class
+  ``student-edition``, labels ``student-edition-...``) appear in the student build alone.
+  :class:`EditionPassages` cuts them, before the table of contents is collected, so a cut
+  section leaves no entry behind. This keeps the course page's instructor notes and every
+  pointer to the repository (which holds the solutions) out of the student site.
 
 Every edition (the reader's site, the PDF, the Chinese pages, and the student site) shows
 the self-checks as a reader meets them: the build ran each chapter with its hidden
@@ -22,6 +32,7 @@ import os
 from docutils import nodes
 from sphinx.transforms import SphinxTransform
 
+from mhacore.editions.common import FULL_ONLY, STUDENT_ONLY  # classes and label prefixes
 from mhacore.editions.common import SELF_CHECK as _SELF_CHECK  # check("ex-1-2", answer)
 
 EDITION_VARIABLE = "MHACORE_EDITION"
@@ -58,6 +69,38 @@ def your_turn_nodes(label: str) -> list:
     return [paragraph]
 
 
+def cut_passages(document, drop: str) -> int:
+    """Remove every element of class ``drop`` and every section with a label ``drop-...``.
+
+    Returns the number of elements removed.
+
+    >>> from docutils import nodes
+    >>> doc = nodes.document(None, None)
+    >>> kept, cut = nodes.section(names=["intro"]), nodes.section(names=["full-edition-x"])
+    >>> doc += [kept, cut, nodes.container(classes=["full-edition"])]
+    >>> cut_passages(doc, "full-edition"), [c["names"] for c in doc.children]
+    (2, [['intro']])
+    """
+    cut = [node for node in document.findall(nodes.Element)
+           if drop in node.get("classes", ())
+           or (isinstance(node, nodes.section)
+               and any(name.startswith(drop + "-") for name in node["names"]))]
+    for node in cut:
+        if node.parent is not None:
+            node.parent.remove(node)
+    return len(cut)
+
+
+class EditionPassages(SphinxTransform):
+    """Keep each edition's own passages (module docstring): the student build cuts the
+    ``full-edition`` ones, every other build the ``student-edition`` ones."""
+
+    default_priority = 500  # after docutils moves a label onto its section (260)
+
+    def apply(self):
+        cut_passages(self.document, FULL_ONLY if is_student_edition() else STUDENT_ONLY)
+
+
 class YourTurnOutputs(SphinxTransform):
     """In every edition, show each self-check cell's "Your turn" reply, not the verdict on
     the hidden solution."""
@@ -82,4 +125,5 @@ class YourTurnOutputs(SphinxTransform):
 def setup(app):
     app.connect("config-inited", _student_config, priority=900)
     app.add_transform(YourTurnOutputs)
+    app.add_transform(EditionPassages)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -12,6 +12,9 @@ from pathlib import Path
 
 SOLUTION_TAG = "solution"
 INSTRUCTOR_TAG = "instructor-only"  # e.g. the hidden assert that the reference answer passes
+# Passages of a page for one edition of the site only (book/_ext/student_edition.py): a
+# container of this class, or a section whose label starts with it and "-"
+FULL_ONLY, STUDENT_ONLY = "full-edition", "student-edition"
 STUB = ("# Your turn: define what you need (e.g. symbols with sp.symbols), compute your\n"
         "# answer, replace None with it, then run the self-check below.\n"
         "answer = None")

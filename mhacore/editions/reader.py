@@ -24,6 +24,7 @@ says "Your turn"). The website's ``.ipynb`` download of a chapter is the same fi
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from . import references as _references
+from .common import STUDENT_ONLY
 from .references import escape_markdown, exercise_name
 
 # Numbered directives and the word the site prints before their number.
@@ -50,8 +52,7 @@ _OPTION = re.compile(r"^:(?P<key>[\w-]+):\s*(?P<value>.*)$")
 _ROLE = re.compile(r"\{(?P<name>[\w:-]+)\}`(?P<body>[^`]*)`")
 _TARGET = re.compile(r"^\((?P<label>[^)\s]+)\)=\s*$")
 _EQUATION = re.compile(r"^\$\$\s*\((?P<label>[^)\s]+)\)\s*$")
-_HEADING = re.compile(r"^#{1,6}\s+(?P<title>.+?)\s*$")
-_EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^>]+)>$", re.S)
+_HEADING = re.compile(r"^#{1,6}\s")  # the title is the rest, stripped (_heading_title)
 READER_KEY = "mhacore_reader"  # metadata flag of the cells an edition adds (note, references)
 # {exec-time}`this`: a page's run time, which only the site's build measures
 # (book/_ext/exec_time.py)
@@ -113,6 +114,7 @@ class Book:
     titles: dict[str, str] = field(default_factory=dict)
     notebooks: set[str] = field(default_factory=set)
     references: dict[str, dict] = field(default_factory=dict)
+    prose_words: dict[str, int] = field(default_factory=dict)  # page -> words of prose
 
 
 # --- walking MyST text ------------------------------------------------------------------
@@ -240,13 +242,13 @@ def page_labels(text: str, page: str, chapter: int | None = None) -> dict[str, T
                 if item.name != "code-cell":
                     walk(item.body)
                 continue
-            target, heading = _TARGET.match(item.strip()), _HEADING.match(item)
+            target, heading = _TARGET.match(item.strip()), _heading_title(item)
             equation = _EQUATION.match(item.strip())
             if target:
                 pending.append(target.group("label"))
             elif heading:
                 for label in pending:
-                    labels[label] = Target("section", None, page, heading.group("title"))
+                    labels[label] = Target("section", None, page, heading)
                 pending = []
             elif equation:
                 add(equation.group("label"), "equation", {}, "")
@@ -255,6 +257,16 @@ def page_labels(text: str, page: str, chapter: int | None = None) -> dict[str, T
 
     walk(text.split("\n"))
     return labels
+
+
+def _heading_title(line: str) -> str | None:
+    """The title of a Markdown heading line (``## Title``), or None if it is none.
+
+    String operations, not a backtracking pattern: a long run of spaces in a line
+    (``"# a" + " " * 10**5 + "b"``) costs linear time."""
+    if not _HEADING.match(line):
+        return None
+    return line.lstrip("#").strip() or None
 
 
 def _caption(body: list[str]) -> str:
@@ -274,6 +286,58 @@ def page_title(text: str) -> str:
 
 
 # --- rendering ---------------------------------------------------------------------------
+
+# --- a page's length (the course page's reading times) -----------------------------------
+
+WORDS_PER_MINUTE = 120
+
+_PROSE_FENCE = re.compile(r"^(`{3,}|:{3,})")
+_PROSE_SKIPPED = ("{code-cell}", "{math}", "{glue:figure}", "{figure}", "{bibliography}")
+_PROSE_NOISE = re.compile(r"^\s*(:[\w-]+:.*|\([^)\s]+\)=\s*|<!--.*-->|\+\+\+.*)$")
+_PROSE_INLINE = re.compile(r"\$[^$]+\$|`[^`]*`|\{[\w:-]+\}|<[^>]+>|https?://\S+")
+_PROSE_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+
+
+def prose_words(markdown: str) -> int:
+    """The number of prose words in a MyST page.
+
+    >>> prose_words("# Title\\n\\nTwo words $x^2$ here.\\n\\n```{code-cell} python\\nx = 1\\n```\\n")
+    4
+    >>> prose_words("---\\nkernelspec: x\\n---\\n$$\\na + b\\n$$\\n(label)=\\nOne `code` {doc}`Page title`.")
+    1
+    """
+    text = re.sub(r"\A---\n.*?\n---\n", "", markdown, flags=re.S)  # front matter
+    words, skipping, in_math = 0, None, False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if skipping:
+            if stripped == skipping:
+                skipping = None
+            continue
+        if in_math:  # a displayed formula, until the line that closes it
+            in_math = not stripped.endswith("$$")
+            continue
+        if stripped.startswith("$$"):  # "$$", "$$ (label)" open one; "$$ x $$" is whole
+            in_math = "$$" not in stripped[2:]
+            continue
+        fence = _PROSE_FENCE.match(stripped)
+        if fence and any(stripped[len(fence.group(1)):].startswith(b) for b in _PROSE_SKIPPED):
+            skipping = fence.group(1)
+            continue
+        if fence or _PROSE_NOISE.match(line):
+            continue
+        words += len(_PROSE_WORD.findall(_PROSE_INLINE.sub(" ", line)))
+    return words
+
+
+def reading_minutes(words: int) -> int:
+    """Minutes to read ``words`` at :data:`WORDS_PER_MINUTE`, rounded up to 5.
+
+    >>> reading_minutes(1), reading_minutes(600), reading_minutes(601)
+    (5, 5, 10)
+    """
+    return 5 * max(1, math.ceil(words / WORDS_PER_MINUTE / 5))
+
 
 def plain_markdown(markdown: str, book: Book | None = None, page: str = "",
                    solutions: bool = False) -> str:
@@ -321,8 +385,27 @@ def _number_of(block: Block, book: Book, kind: str, page: str) -> str | None:
 
 
 def _render(lines: list[str], book: Book, page: str, solutions: bool) -> list[str]:
+    """Plain Markdown of ``lines``; a section labelled ``student-edition-...`` is left out
+    (the converter makes the full editions' notebooks and packs)."""
     out = []
+    cut_below = None  # the level of a student-edition section being left out
+    labelled = False  # a student-edition label was just seen: its heading comes next
     for item in split_blocks(lines):
+        heading = re.match(r"(#{1,6})\s", item) if isinstance(item, str) else None
+        if cut_below is not None:
+            if not heading or len(heading.group(1)) > cut_below:
+                continue
+            cut_below = None
+        if isinstance(item, str) and item.strip():
+            target = _TARGET.match(item.strip())
+            if target and target.group("label").startswith(STUDENT_ONLY + "-"):
+                labelled = True
+                continue
+            if labelled and heading:
+                cut_below = len(heading.group(1))
+                labelled = False
+                continue
+            labelled = False
         if isinstance(item, str):
             out += _render_line(item, book, page)
         elif item.name is None:
@@ -395,6 +478,8 @@ def _render_directive(block: Block, book: Book, page: str, solutions: bool) -> l
         return ["", "*(The table of execution times is on the book's website.)*", ""]
     if name in ("bibliography", "toctree", "tableofcontents", "tabularcolumns"):
         return []
+    if name == "container":  # a class for the site's styling or editions
+        return [] if STUDENT_ONLY in arg.split() else ["", *body, ""]
     title = arg or name.split(":")[-1].capitalize()
     return ["", *_quote([f"**{title}**", "", *body]), ""]
 
@@ -409,10 +494,30 @@ def _glossary(body: list[str]) -> list[str]:
     return ["", *out, ""]
 
 
+def _explicit(body: str) -> tuple[str, str] | None:
+    """``(text, target)`` of a role body written ``text <target>``, else None.
+
+    The target runs from the first ``<`` after the body's last inner ``>`` to the final
+    ``>``; the text is what comes before it, trailing whitespace dropped. Found with
+    ``rfind``/``find`` in linear time (a pattern with a lazy ``.*?`` before ``\\s*<``
+    took quadratic time on a long body of spaces or ``<``).
+
+    >>> _explicit("the theorem <thm-a>"), _explicit("a <b <c>"), _explicit("plain")
+    (('the theorem', 'thm-a'), ('a', 'b <c'), None)
+    """
+    inner = body.removesuffix("\n")  # "$" also matched before a final newline
+    if not inner.endswith(">"):
+        return None
+    inner = inner[:-1]
+    start = inner.find("<", inner.rfind(">") + 1)
+    if start < 0 or start == len(inner) - 1:  # no "<", or an empty target
+        return None
+    return inner[:start].rstrip(), inner[start + 1:]
+
+
 def _role(name: str, body: str, book: Book, page: str) -> str:
-    explicit = _EXPLICIT.match(body)
-    text, key = (explicit.group("text"), explicit.group("target")) if explicit \
-        else (None, body.strip())
+    explicit = _explicit(body)
+    text, key = explicit if explicit else (None, body.strip())
     if name in ("numref", "ref", "prf:ref", "eq"):
         target = book.labels.get(key)
         if target is None:
@@ -432,6 +537,11 @@ def _role(name: str, body: str, book: Book, page: str) -> str:
         return f"`{key.split(':')[0].strip()}`"
     if name == "exec-time":
         return EXEC_TIME_TEXT
+    if name in ("prose-words", "reading-minutes"):  # book/_ext/reading_time.py
+        words = book.prose_words.get(key.rstrip("/").split("/")[-1])
+        if words is None:
+            return "?"
+        return f"{words if name == 'prose-words' else reading_minutes(words):,}"
     if name == "math":
         return f"${body}$"
     return text or key
@@ -459,27 +569,61 @@ def references_cell(markdown: str, book: Book) -> str:
 
 # --- the book and its reader notebooks ----------------------------------------------------
 
+class SourceError(ValueError):
+    """A source of the book (``_toc.yml``, ``_config.yml``, a page, the BibTeX file) that
+    cannot be read; the message names the file and says what is wrong in one line.
+    ``python -m mhacore teach`` reports it and exits with status 1 (bad data)."""
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line, to follow "is not readable YAML": `` (line 4): while
+    parsing a flow sequence from line 3: expected ',' or ']'``."""
+    where, start = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    at = f" (line {where.line + 1})" if where is not None else ""
+    context = (f"{exc.context} from line {start.line + 1}: "
+               if start is not None and getattr(exc, "context", None) else "")
+    return f"{at}: {context}{getattr(exc, 'problem', None) or str(exc).splitlines()[0]}"
+
+
+def read_source(path: Path, what: str) -> str:
+    """The text of the book's file ``path`` (a ``what``: "page", "chapter", ...), or
+    :class:`SourceError` naming it when it cannot be read as UTF-8."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{what} {path} is not UTF-8 text: {exc}") from None
+    except OSError as exc:
+        raise SourceError(f"{what} {path} cannot be read ({exc.strerror or exc})") from None
+
+
+def _read_yaml(path: Path, what: str):
+    """The parsed YAML file ``path``, or :class:`SourceError` saying where it is malformed."""
+    text = read_source(path, what)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SourceError(f"{path} is not readable YAML{_yaml_problem(exc)}") from None
+
+
 def _read_toc(book_root: Path) -> dict:
-    """The parsed ``_toc.yml`` of ``book_root``, or ``ValueError`` saying what is wrong with it."""
+    """The parsed ``_toc.yml`` of ``book_root``: ``ValueError`` when there is none (a
+    wrong ``book_root``), :class:`SourceError` saying what is wrong with it."""
     toc_file = Path(book_root) / "_toc.yml"
     if not toc_file.is_file():
         raise ValueError(f"book_root must hold the book's _toc.yml; not found: {toc_file}")
-    try:
-        toc = yaml.safe_load(toc_file.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" (line {where.line + 1})" if where is not None else ""
-        raise ValueError(f"{toc_file} is not readable YAML{at}: "
-                         f"{getattr(exc, 'problem', None) or exc}") from None
-    if not isinstance(toc, dict) or not isinstance(toc.get("root"), str):
-        raise ValueError(f"{toc_file} must be a mapping with a root page; got {type(toc).__name__}")
+    toc = _read_yaml(toc_file, "table of contents")
+    if not isinstance(toc, dict):
+        raise SourceError(f"{toc_file} must be a mapping with a root page; got {type(toc).__name__}")
+    if not isinstance(toc.get("root"), str):
+        raise SourceError(f"{toc_file} must name its root page (root: a file name); got root "
+                          f"{toc.get('root')!r:.100}")
     parts = toc.get("parts", [])
     if not isinstance(parts, list) or not all(
             isinstance(part, dict) and isinstance(part.get("chapters", []), list)
             and all(isinstance(c, dict) and isinstance(c.get("file"), str)
                     for c in part.get("chapters", []))
             for part in parts):
-        raise ValueError(f"{toc_file}: every part must list chapters, each with a file; "
+        raise SourceError(f"{toc_file}: every part must list chapters, each with a file; "
                          f"got parts {parts!r:.200}")
     return toc
 
@@ -488,13 +632,13 @@ def toc_pages(book_root: Path) -> list[Path]:
     """Every page of ``_toc.yml`` (root first), as paths to their ``.md`` sources.
 
     A page that ``_toc.yml`` names but that has no ``.md`` source (a typo) is a
-    ``ValueError`` naming the entry."""
+    :class:`SourceError` naming the entry."""
     toc = _read_toc(book_root)
     files = [toc["root"]] + [c["file"] for part in toc.get("parts", [])
                              for c in part.get("chapters", [])]
     missing = [f for f in files if not (Path(book_root) / f"{f}.md").is_file()]
     if missing:
-        raise ValueError(f"_toc.yml names {missing[0]!r}, but {Path(book_root) / missing[0]}.md "
+        raise SourceError(f"_toc.yml names {missing[0]!r}, but {Path(book_root) / missing[0]}.md "
                          "does not exist")
     return [Path(book_root) / f"{f}.md" for f in files]
 
@@ -518,15 +662,40 @@ def read_book(book_root: Path) -> Book:
     book = Book(notebooks={p.stem for p in chapter_sources(book_root)})
     chapters = chapter_numbers(book_root)
     for path in toc_pages(book_root):
-        text = path.read_text(encoding="utf-8")
+        text = read_source(path, "page")
         book.titles[path.stem] = page_title(text)
-        for label, target in page_labels(text, path.stem, chapters.get(path.stem)).items():
+        book.prose_words[path.stem] = prose_words(text)
+        try:
+            labels = page_labels(text, path.stem, chapters.get(path.stem))
+        except ValueError as exc:  # a directive left open
+            raise SourceError(f"{path}: {exc}") from None
+        for label, target in labels.items():
             book.labels.setdefault(label, target)
-    config = yaml.safe_load((book_root / "_config.yml").read_text(encoding="utf-8")) \
-        if (book_root / "_config.yml").is_file() else {}
-    for bib in (config or {}).get("bibtex_bibfiles", []):
-        book.references.update(_references.read_references(book_root / bib))
+    for bib in _bib_files(book_root):
+        try:
+            book.references.update(_references.read_references(bib))
+        except ValueError as exc:
+            raise SourceError(str(exc)) from None
     return book
+
+
+def _bib_files(book_root: Path) -> list[Path]:
+    """The BibTeX files that ``_config.yml`` lists (``bibtex_bibfiles``), or
+    :class:`SourceError` saying what is wrong with the file."""
+    config_file = Path(book_root) / "_config.yml"
+    if not config_file.is_file():
+        return []
+    config = _read_yaml(config_file, "configuration")
+    if config is None:
+        return []
+    if not isinstance(config, dict):
+        raise SourceError(f"{config_file} must be a mapping of settings; got a "
+                          f"{type(config).__name__}")
+    bibs = config.get("bibtex_bibfiles", [])
+    if not isinstance(bibs, list) or not all(isinstance(b, str) for b in bibs):
+        raise SourceError(f"{config_file}: bibtex_bibfiles must be a list of file names; "
+                          f"got {bibs!r:.200}")
+    return [Path(book_root) / bib for bib in bibs]
 
 
 def edition_notebook(source: Path, book: Book, edition: str = "reader"):
@@ -542,7 +711,6 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
     reader edition then has an install cell (:data:`INSTALL_CELL`), so that it runs
     outside a clone too.
     """
-    import jupytext
     import nbformat
 
     from .common import INSTRUCTOR_TAG, SOLUTION_TAG, STUB, show_glued
@@ -553,15 +721,18 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
         raise TypeError(f"book must be a Book (read_book); got {type(book).__name__}")
     solutions, answers, note = EDITIONS[edition]
     source = Path(source)
-    raw = source.read_text(encoding="utf-8")
-    nb = show_glued(jupytext.reads(raw, fmt="md:myst"))
+    raw = read_source(source, "chapter")
+    nb = show_glued(_read_notebook(source, raw))
     cells = []
     for cell in nb.cells:
         tags = cell.metadata.get("tags", [])
         if INSTRUCTOR_TAG in tags and not solutions:
             continue
         if cell.cell_type == "markdown":
-            cell.source = plain_markdown(cell.source, book, source.stem, solutions)
+            try:
+                cell.source = plain_markdown(cell.source, book, source.stem, solutions)
+            except ValueError as exc:  # a directive left open
+                raise SourceError(f"chapter {source}: {exc}") from None
             if not cell.source.strip():
                 continue
         elif cell.cell_type == "code" and SOLUTION_TAG in tags and not answers:
@@ -590,6 +761,24 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
     return nb
 
 
+def _read_notebook(source: Path, raw: str):
+    """The MyST text ``raw`` of the chapter ``source`` as a notebook (jupytext), or
+    :class:`SourceError` naming the chapter and saying where its front matter or a cell's
+    metadata is malformed."""
+    import jupytext
+    from jupytext.myst import MystMetadataParsingError
+
+    try:
+        return jupytext.reads(raw, fmt="md:myst")
+    except yaml.YAMLError as exc:  # the front matter (parsed from the file's first line)
+        raise SourceError(f"chapter {source}: its front matter is not readable YAML"
+                          f"{_yaml_problem(exc)}") from None
+    except (MystMetadataParsingError, ValueError) as exc:  # a cell's metadata
+        words = " ".join(str(exc).split()).split(' in "<unicode string>"')[0]
+        raise SourceError(f"chapter {source} is not a readable MyST notebook: "
+                          f"{words[:300]}") from None
+
+
 def _version() -> str:
     from .._version import __version__
 
@@ -607,7 +796,7 @@ def chapter_sources(book_root: Path) -> list[Path]:
     """The numbered executable chapters (``book/NN-slug.md``) of ``_toc.yml``, in order.
 
     A numbered chapter that is not an executable MyST notebook (empty, unreadable, or with
-    no ``kernelspec`` in its front matter) is a ``ValueError`` naming it."""
+    no ``kernelspec`` in its front matter) is a :class:`SourceError` naming it."""
     chapters = []
     for page in toc_pages(book_root):
         if not re.match(r"\d\d-", page.name):
@@ -615,9 +804,9 @@ def chapter_sources(book_root: Path) -> list[Path]:
         try:
             head = page.read_text("utf-8")[:3000]
         except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"chapter {page} cannot be read: {exc}") from None
+            raise SourceError(f"chapter {page} cannot be read: {exc}") from None
         if not (head.startswith("---") and "kernelspec:" in head):
-            raise ValueError(f"chapter {page} is not an executable MyST notebook (no front matter "
+            raise SourceError(f"chapter {page} is not an executable MyST notebook (no front matter "
                              "with a kernelspec); fix it or take it out of _toc.yml")
         chapters.append(page)
     return chapters
