@@ -394,7 +394,8 @@ def check(argv: list[str]) -> int:
                         help="calibration: run every check at each seed (A-B, both included, or "
                              "K seeds the command draws) and add per check the pass count and the "
                              "spread of z = (estimate - prediction)/SE to the report")
-    parser.add_argument("--out", type=_out_arg, help="JSON report, rewritten after each check")
+    parser.add_argument("--out", type=_out_arg, help="JSON report, rewritten after each check; an earlier check report there is "
+                             "replaced (--resume keeps it), any other file is refused")
     parser.add_argument("--resume", action="store_true",
                         help="keep every result already in --out and run only the missing checks; "
                              "refuses (exit 1) when --out was made with another seed, scale or "
@@ -411,7 +412,11 @@ def check(argv: list[str]) -> int:
     # --resume reads the file and says in detail why it is not a report (exit 1)
     _before_work(parser, args.out, None if args.resume else "check")
 
-    ctx = distributed.setup(args.device)
+    try:
+        ctx = distributed.setup(args.device)
+    except distributed.LaunchError as exc:
+        print(f"check: {exc}", file=sys.stderr)
+        return 1
     lead = ctx.rank == 0
     report = {"provenance": provenance(["python", "-m", "mhacore", "check", *argv]),
               "scale": args.scale, "device": args.device, "seed": args.seed, "results": [],
@@ -540,7 +545,8 @@ def sweep(argv: list[str]) -> int:
                         help="integer >= 0 (default: %(default)s)")
     parser.add_argument("--device", type=_device_arg, default="cpu",
                         help="cpu or cuda (each rank takes its LOCAL_RANK's GPU)")
-    parser.add_argument("--out", type=_out_arg, help="JSON report, rewritten every round")
+    parser.add_argument("--out", type=_out_arg, help="JSON report, rewritten every round; an earlier sweep report there is "
+                             "replaced (--resume keeps it), any other file is refused")
     parser.add_argument("--resume", action="store_true",
                         help="keep the units already in --out and run the missing ones; "
                              "more --blocks, --n-values or --budgets grow the grid. "
@@ -574,6 +580,9 @@ def sweep(argv: list[str]) -> int:
     except sweeps.ResumeRefused as exc:
         if distributed.rank() == 0:
             print(f"--resume: {exc}", file=sys.stderr)
+        return 1
+    except distributed.LaunchError as exc:
+        print(f"sweep: {exc}", file=sys.stderr)
         return 1
     except (ReportBusy, ReportWriteError) as exc:
         if distributed.rank() == 0:

@@ -29,12 +29,13 @@ class MultiHeadNW:
     Parameters
     ----------
     w_query, w_key : array_like of shape (H, p, d_head)
-        Query and key projections of every head (numpy or torch; stored as float64 numpy
-        or as given torch tensors, and cast to the data's device and dtype at each call).
+        Query and key projections of every head (torch tensors are stored as given; other
+        input is copied to float64; cast to the data's device and dtype at each call).
     alpha : array_like of shape (H,), optional
-        Mixing weights in the simplex (the sum may miss 1 by the rounding of alpha's own
-        dtype); default uniform ``1/H``. A torch tensor is kept as given, so gradients
-        reach it through :meth:`__call__`.
+        Mixing weights in the simplex (the sum may miss 1 by 1e-8 or by the rounding of
+        alpha's own dtype, whichever is larger); default uniform ``1/H``. A torch tensor is
+        kept as given, so gradients reach it through :meth:`__call__`, and is checked again
+        at each call (it may have changed in place since).
     temperature : float, optional
         Softmax temperature > 0; default ``sqrt(d_head)`` (standard attention). A tensor
         that requires grad is refused: gradients do not flow to the temperature.
@@ -80,11 +81,13 @@ class MultiHeadNW:
             raise ValueError(
                 f"w_query and w_key must have the same shape (n_heads, p, d_head); got {tuple(wq.shape)} and {tuple(wk.shape)}"
             )
-        self.w_query = wq if is_torch else wq.to(torch.float64)  # (H, p, d_head)
-        self.w_key = wk if is_torch else wk.to(torch.float64)  # (H, p, d_head)
-        self.n_heads, self.p, self.d_head = wq.shape
+        # a torch tensor is kept as given (gradients reach it); anything else is copied, so
+        # later changes to the caller's array cannot change the model behind its checks
+        self.w_query = wq if isinstance(w_query, torch.Tensor) else wq.to(torch.float64, copy=True)
+        self.w_key = wk if isinstance(w_key, torch.Tensor) else wk.to(torch.float64, copy=True)
+        self.n_heads, self.p, self.d_head = wq.shape  # (H, p, d_head)
         checked = check_simplex(alpha, self.n_heads)  # float64 numpy; a tensor is kept as given
-        self.alpha = alpha if isinstance(alpha, torch.Tensor) else checked
+        self.alpha = alpha if isinstance(alpha, torch.Tensor) else np.array(checked, dtype=np.float64)
         temperature = check_positive(temperature, "temperature", allow_none=True)
         self.temperature = math.sqrt(self.d_head) if temperature is None else temperature
 
@@ -203,6 +206,8 @@ class MultiHeadNW:
 
         ``chunk_size`` and ``higher_order`` as in :meth:`head_estimates`.
         """
+        if isinstance(self.alpha, torch.Tensor):  # kept as given: it may have changed in place
+            check_simplex(self.alpha.detach(), self.n_heads)
         heads = self.head_estimates(queries, keys, values, chunk_size=chunk_size,
                                     higher_order=higher_order)  # (..., H, m)
         if isinstance(heads, np.ndarray):

@@ -237,6 +237,11 @@ def _timeout_s(timeout_s) -> float:
     return float(timeout_s)
 
 
+class LaunchError(RuntimeError):
+    """The process group could not start: no peer joined in time, or the rendezvous
+    address cannot be reached (one line, for the command line)."""
+
+
 def setup(device: str = "cpu", *, timeout_s: float | None = None) -> Context:
     """Start the process group when launched with several ranks; return the context.
 
@@ -251,6 +256,12 @@ def setup(device: str = "cpu", *, timeout_s: float | None = None) -> Context:
     Returns
     -------
     Context
+
+    Raises
+    ------
+    LaunchError
+        The process group did not start (a rank that never joined, an address that
+        cannot be reached): one line naming the rendezvous.
 
     Examples
     --------
@@ -271,8 +282,16 @@ def setup(device: str = "cpu", *, timeout_s: float | None = None) -> Context:
         torch.cuda.set_device(local)
         device = f"cuda:{local}"
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if cuda else "gloo",
-                                timeout=_dt.timedelta(seconds=timeout))
+        try:
+            dist.init_process_group("nccl" if cuda else "gloo",
+                                    timeout=_dt.timedelta(seconds=timeout))
+        except (dist.DistError, RuntimeError, ValueError) as exc:  # DistStoreError, DistNetworkError
+            where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise LaunchError(
+                f"rank {os.environ.get('RANK')} of {_launched_world()} could not join the process "
+                f"group at {where} ({type(exc).__name__}: {first[:200]}); start every rank with "
+                "torchrun, or raise MHACORE_DIST_TIMEOUT_S if the ranks start far apart") from None
     return Context(dist.get_rank(), dist.get_world_size(), dist.get_backend(), device)
 
 

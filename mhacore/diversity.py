@@ -22,7 +22,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 import torch
 
-from ._validation import as_tensors, check_int
+from ._validation import as_tensors, check_device, check_int
 
 __all__ = ["principal_angles", "cross_gram", "head_diversity_index", "max_feasible_hdi",
            "head_diversity_indices", "random_subspace_hdis"]
@@ -97,6 +97,10 @@ def principal_angles(a, b):
             raise ValueError(f"{name} must have shape (p, k); got {x.shape}")
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"a and b must have the same number of rows p; got {a.shape[0]} and {b.shape[0]}")
+    for name, x in (("a", a), ("b", b)):
+        if x.shape[1] > x.shape[0]:  # more columns than rows: never of full column rank
+            raise ValueError(f"{name} must have full column rank, so at most p = {x.shape[0]} columns; "
+                             f"got shape {x.shape}")
     basis_a, basis_b = _orthonormal_basis(a, "a"), _orthonormal_basis(b, "b")
     if basis_a.shape[1] < basis_b.shape[1]:
         basis_a, basis_b = basis_b, basis_a  # basis_b is now the narrower one
@@ -268,6 +272,7 @@ def head_diversity_indices(w_keys, *, device="cpu", chunk_size=None) -> np.ndarr
     >>> head_diversity_indices(np.stack([planes, planes[[0, 0]]]))
     array([1., 0.])
     """
+    device = check_device(device)
     (w_keys,), _ = as_tensors({"w_keys": w_keys}, {"w_keys": 4})
     if w_keys.ndim != 4:  # more than 4 dimensions
         raise ValueError(f"w_keys must have shape (R, n_heads, p, d_head); got {tuple(w_keys.shape)}")
@@ -282,7 +287,7 @@ def head_diversity_indices(w_keys, *, device="cpu", chunk_size=None) -> np.ndarr
     out = np.empty(n_conf)
     # many small factorisations: on a CPU one thread each is faster on a busy machine
     threads = torch.get_num_threads()
-    if torch.device(device).type == "cpu":
+    if device.type == "cpu":
         torch.set_num_threads(1)
     try:
         _batched_hdi(w_keys, out, step, device)

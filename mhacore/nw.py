@@ -445,7 +445,7 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound=0.0
     elif sdpa and kernel == "gaussian" and _gaussian_fusable(queries.device.type, queries.dtype):
         out = _fused_gaussian(queries, keys, values, batch, scale)  # (*batch, m, e) or None
     if out is not None:
-        return out
+        return _FirstOrderOnly.apply(out) if out.requires_grad else out
     n_batch = math.prod(batch)
     if chunk_size is None and n_batch * m * n * queries.element_size() <= DENSE_LIMIT_BYTES:
         logits = _logits(queries, keys, kernel, scale, pure, wide)  # (..., m, n)
@@ -454,6 +454,31 @@ def _estimate(queries, keys, values, batch, kernel, scale, chunk_size, bound=0.0
     flat = [x.expand(*batch, *x.shape[-2:]).reshape(n_batch, *x.shape[-2:]) for x in (queries, keys, values)]
     out = _chunked(*flat, kernel, scale, chunk_size or KEY_BLOCK, pure, wide)  # (B, m, e)
     return out.reshape(*batch, m, e)
+
+
+SECOND_ORDER = ("nw_estimate's fused kernels have first derivatives only; call it with "
+                "higher_order=True before taking a second derivative (create_graph=True, "
+                "torch.autograd.functional.hessian, gradgradcheck)")
+
+
+class _FirstOrderOnly(torch.autograd.Function):
+    """The identity on a fused kernel's output, whose backward refuses to build a graph.
+
+    SDPA's backward has no derivative of its own, so torch fails a second derivative
+    with "derivative for ..._backward is not implemented", which does not say what to do.
+    Under ``create_graph=True`` (grad mode on inside the backward) this raises
+    :data:`SECOND_ORDER` instead, which names ``higher_order=True``.
+    """
+
+    @staticmethod
+    def forward(ctx, out):
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if torch.is_grad_enabled():
+            raise RuntimeError(SECOND_ORDER)
+        return grad
 
 
 def _differences_fit(queries, keys, kernel, bound: float) -> bool:

@@ -356,6 +356,23 @@ def test_under_torchrun_only_rank_0_prints_a_usage_error(calls, capsys, monkeypa
     assert "--seed: must be an integer >= 0; got -1" in capsys.readouterr().err
 
 
+def test_a_peer_that_never_joins_is_one_line(calls, capsys, monkeypatch, tmp_path):
+    """Rank 0 of 2 with no second rank used to end in torch's DistStoreError traceback."""
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    for name, value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(port)), ("WORLD_SIZE", "2"),
+                        ("RANK", "0"), ("MHACORE_DIST_TIMEOUT_S", "1")):
+        monkeypatch.setenv(name, value)
+    assert check(["--out", str(tmp_path / "r.json")]) == 1
+    err = capsys.readouterr().err
+    assert f"rank 0 of 2 could not join the process group at 127.0.0.1:{port}" in err
+    assert "Traceback" not in err and calls == []
+
+
 def test_a_rank_set_by_hand_does_not_silence_a_usage_error(calls, capsys, monkeypatch):
     """RANK=1 without torchrun used to end with exit 2 and no word."""
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)

@@ -351,3 +351,37 @@ def test_rng_rejects_others(seed, exc, pattern):
 def test_spawn_rejects_bad_counts(count, exc):
     with pytest.raises(exc, match=r"n_children must be an integer >= 0"):
         spawn(0, count)
+
+
+# --- from the second adversarial review (issue 27) -----------------------------------------
+
+def test_principal_angles_refuse_more_columns_than_rows():
+    """A (2, 3) matrix is never of full column rank; it used to give angles anyway."""
+    from mhacore import principal_angles
+
+    with pytest.raises(ValueError, match=r"a must have full column rank, so at most p = 2 columns"):
+        principal_angles(np.array([[1.0, 0, 1], [0, 1, 1]]), np.array([[1.0], [0]]))
+
+
+def test_the_model_keeps_its_own_copies_and_rechecks_a_torch_alpha():
+    from mhacore import MultiHeadNW
+
+    w, a = np.ones((2, 2, 1)), np.array([0.25, 0.75])
+    model = MultiHeadNW(w, w.copy(), alpha=a)
+    w[0], a[:] = 5.0, [2.0, -1.0]  # the caller's arrays change afterwards
+    assert model.w_query.flatten().tolist() == [1.0] * 4 and model.alpha.tolist() == [0.25, 0.75]
+    alpha = torch.tensor([0.5, 0.5])
+    model = MultiHeadNW(np.ones((2, 2, 1)), np.ones((2, 2, 1)), alpha=alpha)
+    alpha[0], alpha[1] = 5.0, -4.0  # kept as given (for gradients), so checked at each call
+    with pytest.raises(ValueError, match="alpha must lie in the simplex"):
+        model(np.ones((1, 2)), np.ones((3, 2)), np.ones(3))
+
+
+@pytest.mark.parametrize("device, error, words", [("gpu0", ValueError, "not a torch device"),
+                                                  (3, TypeError, "got int 3"),
+                                                  ("meta", ValueError, "holds no data")])
+def test_head_diversity_indices_check_their_device(device, error, words):
+    from mhacore.diversity import head_diversity_indices
+
+    with pytest.raises(error, match=words):
+        head_diversity_indices(np.random.default_rng(0).random((2, 2, 3, 1)), device=device)
