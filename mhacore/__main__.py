@@ -233,6 +233,10 @@ def _load_report(path: Path) -> dict | None:
                 wrong.append(f"results[{i}].{key} {_short(value)}, not a finite number")
         if "seeds" in report:  # what theorems.calibration reads of every result
             wrong += _calibration_problems(i, r)
+        verdict = _recomputed_verdict(r)
+        if verdict is not None and isinstance(r.get("passed"), bool) and verdict != r["passed"]:
+            wrong.append(f"results[{i}].passed {r['passed']!r}, but its gap, tolerance and "
+                         f"conditions say {verdict!r}")
         seed = r.get("seed", report["seed"])
         if isinstance(seed, bool) or not isinstance(seed, int):
             wrong.append(f"results[{i}].seed {seed!r}, not an integer")
@@ -244,6 +248,20 @@ def _load_report(path: Path) -> dict | None:
     if wrong:
         raise _Refusal(f"{path} is not a check report (wrong entries: {'; '.join(wrong[:3])})")
     return report
+
+
+def _recomputed_verdict(r: dict) -> bool | None:
+    """The verdict a kept result's own numbers give (the rule of
+    :func:`mhacore.theorems.run`: a finite gap within the tolerance and every condition
+    met), or None when they are not there to say."""
+    numbers = [r.get(k) for k in ("estimate", "prediction", "tolerance")]
+    if not all(_finite(x) for x in numbers):
+        return None
+    conditions = r.get("details", {}).get("conditions", {}) if isinstance(r.get("details"), dict) else {}
+    if not isinstance(conditions, dict):
+        return None
+    estimate, prediction, tolerance = (float(x) for x in numbers)
+    return bool(abs(estimate - prediction) <= tolerance and all(conditions.values()))
 
 
 def _finite(value) -> bool:

@@ -611,3 +611,17 @@ def test_sweep_resume_refuses_huge_numbers(tmp_path):
     block = [[10**400] * s["block_size"]] * len(sweeps.splits(4))
     assert sweeps.unit_problem((4, 20, 0), {"bias_sq": block, "spread": block}, s) == \
         "bias_sq is not an array of finite numbers"
+
+
+@pytest.mark.parametrize("edit", [lambda r: r.update(estimate=1.0), lambda r: r.update(passed=False)],
+                         ids=["passes-with-a-gap-beyond-its-tolerance", "fails-within-its-tolerance"])
+def test_resume_refuses_a_verdict_its_own_numbers_contradict(calls, capsys, tmp_path, edit):
+    """A kept result whose "passed" disagrees with its gap and tolerance used to be kept and
+    counted (the second adversarial review edited a report's estimate)."""
+    out = _report(tmp_path)
+    report = json.loads(out.read_text())
+    edit(report["results"][0])
+    out.write_text(json.dumps(report))
+    calls.clear()
+    assert check(["--theorem", "toy-a", "--theorem", "toy-b", "--out", str(out), "--resume"]) == 1
+    assert calls == [] and "but its gap, tolerance and conditions say" in capsys.readouterr().err
