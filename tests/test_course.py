@@ -328,8 +328,8 @@ def test_student_site_keeps_its_word(student_site, html_dir):
     assert "Before session 1" in course and "Week 1, session 1" in course and "Mini-project" in course
     run = _html_text(html / "book" / "run-it-yourself.html")
     assert "Your notebooks" in run and "clone" not in run.lower() and "Route 2" not in run
-    assert "student edition" in _html_text(html / "index.html")
-    for name in ("book/course.html", "book/run-it-yourself.html", "index.html"):
+    assert "This is the student edition" in _html_text(html / "book" / "index.html")
+    for name in ("book/course.html", "book/run-it-yourself.html", "book/index.html"):
         assert 'class="student-edition' not in (html_dir / name).read_text(encoding="utf-8"), name
     full_course = _html_text(html_dir / "book" / "course.html")
     assert "Grading with nbgrader" in full_course and "Before session 1" not in full_course
