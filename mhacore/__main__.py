@@ -260,8 +260,9 @@ def _recomputed_verdict(r: dict) -> bool | None:
     conditions = r.get("details", {}).get("conditions", {}) if isinstance(r.get("details"), dict) else {}
     if not isinstance(conditions, dict):
         return None
-    estimate, prediction, tolerance = (float(x) for x in numbers)
-    return bool(abs(estimate - prediction) <= tolerance and all(conditions.values()))
+    from .theorems._registry import holds
+
+    return holds(*(float(x) for x in numbers), conditions)
 
 
 def _finite(value) -> bool:

@@ -150,6 +150,18 @@ class CheckResult:
         return "\n".join([f"{self.theorem_id}:", *lines])
 
 
+def holds(estimate: float, prediction: float, tolerance: float, conditions: dict) -> bool:
+    """Whether a check holds: a finite gap ``|estimate - prediction|`` within the tolerance
+    and every further condition met (what :func:`run` records as ``passed``, and what
+    ``check --resume`` recomputes for a kept result).
+
+    >>> holds(1.0, 1.05, 0.1, {}), holds(1.0, 1.05, 0.1, {"ordered": False})
+    (True, False)
+    """
+    gap = abs(estimate - prediction)
+    return bool(math.isfinite(gap) and gap <= tolerance and all(conditions.values()))
+
+
 def judged_by_standard_error(rule: str, tolerance_rule: str) -> bool:
     """Whether a result with this ``rule`` ("4se", "atol", or "" in reports older than
     the field) and ``tolerance_rule`` text is judged at 4 SE; condition names appended to
@@ -276,12 +288,11 @@ def run(theorem_id: str, *, scale: str = "book", device: str = "cpu",
     wall = time.perf_counter() - start
     if not isinstance(m, Measurement):
         raise TypeError(f"check {theorem_id!r} must return a Measurement; got {type(m).__name__}")
-    gap = abs(m.estimate - m.prediction)
     if m.rule == "4se":
         tolerance, rule = 4.0 * m.standard_error, "|estimate - prediction| <= 4 SE"
     else:
         tolerance, rule = float(m.atol), "|estimate - prediction| <= atol"
-    passed = bool(math.isfinite(gap) and gap <= tolerance and all(m.conditions.values()))
+    passed = holds(m.estimate, m.prediction, tolerance, m.conditions)
     details = dict(m.details)
     if m.conditions:
         rule += " and " + " and ".join(m.conditions)
