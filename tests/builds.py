@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -41,6 +42,7 @@ class Builds:
         self._processes = set()
         self._folder = None
         self.stopped = False
+        self.timings: dict[str, tuple[float, float]] = {}  # name -> (start, end), monotonic
 
     def job(self, name, *, after=()):
         """Register a build: ``@BUILDS.job("pdf", after=["strict_build"])``."""
@@ -58,8 +60,15 @@ class Builds:
                     self.start(earlier)
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(1, thread_name_prefix="build")
-                self._futures[name] = self._executor.submit(function)
+                self._futures[name] = self._executor.submit(self._timed, name, function)
             return self._futures[name]
+
+    def _timed(self, name, function):
+        start = time.monotonic()
+        try:
+            return function()
+        finally:
+            self.timings[name] = start, time.monotonic()
 
     def result(self, name):
         return self.start(name).result()

@@ -24,9 +24,16 @@ settings.load_profile("ci")
 
 # --- the long builds: started in the background, read at the end (tests/builds.py) ------
 
+import time  # noqa: I001  (after the hypothesis profile above, as before)
+
 import pytest
 
 from builds import BUILD_COMMAND, BUILDS, FIXTURE_BUILDS, ROOT, built_html, jupyter_book
+
+
+_SESSION_START = time.monotonic()
+_READS_BUILD: dict[str, bool] = {}  # test id -> whether it reads a build
+_EARLY_DONE: list[float] = []  # when the last test that reads no build finished
 
 
 def _skipped(item) -> bool:
@@ -41,6 +48,7 @@ def _builds_read(item) -> list[str]:
 def pytest_collection_modifyitems(session, config, items):
     """Tests that read a build go last, in their order; the rest run while it builds."""
     early = [item for item in items if not _builds_read(item)]
+    _READS_BUILD.update({item.nodeid: bool(_builds_read(item)) for item in items})
     items[:] = early + [item for item in items if _builds_read(item)]
 
 
@@ -53,8 +61,41 @@ def pytest_collection_finish(session):
                 BUILDS.start(name)
 
 
+def pytest_runtest_logfinish(nodeid, location):
+    if not _READS_BUILD.get(nodeid, True):
+        _EARLY_DONE[:] = [time.monotonic()]
+
+
 def pytest_sessionfinish(session):
     BUILDS.stop()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Where the run's time went: each background build's start and end, and when the
+    tests that read no build were done (the two cores' timelines), in seconds from the
+    start of the session."""
+    if not BUILDS.timings:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("timeline (s from session start)")
+    for name, (start, end) in sorted(BUILDS.timings.items(), key=lambda kv: kv[1][0]):
+        write(f"build {name:<14} {start - _SESSION_START:7.0f} -> {end - _SESSION_START:7.0f}"
+              f"  ({end - start:.0f} s)")
+    if _EARLY_DONE:
+        write(f"tests that read no build done at {_EARLY_DONE[0] - _SESSION_START:.0f}")
+    write(f"session end {time.monotonic() - _SESSION_START:.0f}")
+
+
+@pytest.fixture(scope="session")
+def book_result():
+    """``theorems.run(theorem_id, scale="book")`` at the registered seed, run once per
+    session however many tests read it (a result is a frozen record; patched runs call
+    ``theorems.run`` themselves)."""
+    from functools import cache
+
+    from mhacore import theorems
+
+    return cache(lambda theorem_id: theorems.run(theorem_id, scale="book"))
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,8 @@ BOOK = Path(__file__).resolve().parents[1] / "book"
 
 
 @pytest.mark.parametrize("theorem_id", list(theorems.REGISTRY))
-def test_check_holds_at_book_scale(theorem_id):
-    result = theorems.run(theorem_id, scale="book")
+def test_check_holds_at_book_scale(theorem_id, book_result):
+    result = book_result(theorem_id)
     assert result.passed, result.summary()
     gap = abs(result.estimate - result.prediction)
     if "4 SE" in result.tolerance_rule:  # possibly "... and <further conditions>"
@@ -32,10 +32,10 @@ def test_registry_entry_names_its_chapter_and_claim(theorem_id):
 
 
 @pytest.mark.parametrize("theorem_id", list(theorems.REGISTRY))
-def test_monte_carlo_checks_state_their_power(theorem_id):
+def test_monte_carlo_checks_state_their_power(theorem_id, book_result):
     # the ledger prints each Monte Carlo check's power line (the smallest perturbation detected)
     theorem = theorems.REGISTRY[theorem_id]
-    result = theorems.run(theorem_id, scale="book") if not theorem.power else None
+    result = book_result(theorem_id) if not theorem.power else None
     assert theorem.power or (result is not None and "atol" in result.tolerance_rule)
 
 

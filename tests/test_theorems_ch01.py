@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from mhacore import theorems
 from mhacore.theorems import DEFAULT_SEED, ch01_nw
 from mhacore.theorems._registry import interior_argmin
 
@@ -55,8 +54,8 @@ def test_mse_curves_in_two_dimensions():
         ch01_nw.rate_experiment("book", dim=3)
 
 
-def test_rate_check_rejects_the_exponent_its_chapter_contrasts():
-    res = theorems.run("nw-bandwidth-rate", scale="book")
+def test_rate_check_rejects_the_exponent_its_chapter_contrasts(book_result):
+    res = book_result("nw-bandwidth-rate")
     assert res.passed and (res.estimate + 0.25) / res.standard_error > 4  # -1/4 rejected
     assert res.standard_error < res.details["bootstrap_se"]  # the bootstrap is conservative
 

@@ -39,8 +39,8 @@ def test_model_covariance_is_psd_with_unit_correlation_on_diagonal():
     assert np.linalg.eigvalsh(cov).min() > -1e-12
 
 
-def test_monotone_model_exact_slope_and_monte_carlo_agree():
-    res = theorems.run("hdi-monotone-model", scale="book")
+def test_monotone_model_exact_slope_and_monte_carlo_agree(book_result):
+    res = book_result("hdi-monotone-model")
     assert "SE" in res.tolerance_rule and res.passed  # the Monte Carlo slope is the tested quantity
     d = res.details
     assert abs(d["exact_slope"] - res.prediction) <= 1e-12 and d["max_abs_dev_from_affine"] < 1e-12
@@ -56,13 +56,13 @@ def test_monotone_model_fails_when_the_simulated_errors_are_scaled(error_scale):
     assert abs(m.details["exact_slope"] - m.prediction) <= 1e-12  # the exact part cannot see it
 
 
-def test_monotone_model_lack_of_fit_catches_a_curved_bias_that_keeps_the_slope():
+def test_monotone_model_lack_of_fit_catches_a_curved_bias_that_keeps_the_slope(book_result):
     """The referee's blind spot: bias² bent by a term orthogonal to (1, HDI) leaves the OLS
     slope unchanged, so only the lack-of-fit test can fail; at the registered seed the
     unperturbed model passes it and the bend of curvature 1 (as in the review) fails it."""
     from mhacore.theorems.ch04_diversity import _monotone_model
 
-    plain = theorems.run("hdi-monotone-model", scale="book")
+    plain = book_result("hdi-monotone-model")
     assert plain.passed and plain.details["conditions"] == {"lack-of-fit chi2 <= critical": True}
     assert plain.details["lack_of_fit_df"] == 9
     assert plain.details["lack_of_fit_chi2"] <= plain.details["lack_of_fit_critical"]
@@ -86,8 +86,8 @@ def test_the_registry_fails_a_check_whose_lack_of_fit_fails(monkeypatch):
     assert abs(result.estimate - result.prediction) <= result.tolerance  # slope alone would pass
 
 
-def test_small_angles_reports_worst_absolute_error():
-    res = theorems.run("principal-angles-small", scale="book")
+def test_small_angles_reports_worst_absolute_error(book_result):
+    res = book_result("principal-angles-small")
     assert res.prediction == 0.0 and 0 <= res.estimate <= 1e-14
     assert res.details["max_abs_error_arccos"] > 1e-9
 

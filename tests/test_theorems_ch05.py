@@ -6,14 +6,14 @@ import mhacore
 from mhacore import optimize, theorems
 
 
-def test_optimum_starts_far_from_it():
-    details = theorems.run("decorrelation-optimum", scale="book").details
+def test_optimum_starts_far_from_it(book_result):
+    details = book_result("decorrelation-optimum").details
     assert details["initial_hdi"] < 0.05
     assert details["final_mse"] < details["initial_mse"]
 
 
-def test_optimum_tolerance_is_the_optimisation_accuracy():
-    res = theorems.run("decorrelation-optimum", scale="book")
+def test_optimum_tolerance_is_the_optimisation_accuracy(book_result):
+    res = book_result("decorrelation-optimum")
     gradient = res.details["final_gradient_norm"]
     assert "atol" in res.tolerance_rule and gradient <= 1e-8
     assert res.tolerance == max(1e4 * gradient**2, 1e-13) <= 1e-12

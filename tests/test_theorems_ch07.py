@@ -94,8 +94,8 @@ def test_checks_hold_and_are_reproducible(theorem_id):
     assert first.estimate == second.estimate
 
 
-def test_heterogeneous_gain_is_significant():
-    result = theorems.run("structured-weights-heterogeneous", scale="book")
+def test_heterogeneous_gain_is_significant(book_result):
+    result = book_result("structured-weights-heterogeneous")
     assert result.estimate > 4 * result.standard_error
     assert result.details["fibonacci_gain"] > 4 * result.details["fibonacci_gain_se"]
 

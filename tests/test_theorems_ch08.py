@@ -101,8 +101,8 @@ def test_ratio_se_matches_the_spread_of_repeated_estimates():
     assert abs(mean_se / spread - 1) <= 4 / np.sqrt(2 * 399)
 
 
-def test_forest_check_details():
-    result = run("forest-breiman-variance", scale="book")
+def test_forest_check_details(book_result):
+    result = book_result("forest-breiman-variance")
     d = result.details
     assert d["k"] == d["n_trees"] // 2
     assert d["predict_is_tree_mean"] <= 1e-12  # forest.predict is the mean of estimators_
@@ -111,15 +111,15 @@ def test_forest_check_details():
 
 
 @pytest.mark.parametrize("theorem_id", ["forest-breiman-variance", "colony-breiman-variance"])
-def test_checks_hold_at_book_scale(theorem_id):
-    result = run(theorem_id, scale="book")
+def test_checks_hold_at_book_scale(theorem_id, book_result):
+    result = book_result(theorem_id)
     assert result.passed, result.summary()
     assert result.tolerance == pytest.approx(4 * result.standard_error)
 
 
-def test_colony_check_detects_a_wrong_correlation():
+def test_colony_check_detects_a_wrong_correlation(book_result):
     # the same Monte Carlo against the formula with rho from independent scouts must fail
-    result = run("colony-breiman-variance", scale="book")
+    result = book_result("colony-breiman-variance")
     wrong = 1.25 / 10  # sigma^2 / N, ignoring recruitment
     assert abs(result.estimate - wrong) > 4 * result.standard_error
 
