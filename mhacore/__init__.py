@@ -7,6 +7,8 @@ two wings. The science, in this folder, is what the chapters import; data flows 
 (C7) → ``theorems`` (the registered checks) → ``sweeps``. The editions, in
 :mod:`mhacore.editions`, turn the book into reader, student, instructor and nbgrader
 notebooks, an answer key and slides; they import the science, never the other way round.
+The package's messages (the self-checks' replies, the checks' texts) speak the reader's
+language: ``mhacore.set_language("zh_CN")`` (:mod:`mhacore.i18n`).
 """
 
 import importlib
@@ -42,6 +44,8 @@ _EXPORTS = {
     "scout_moments": "colony",
     "colony_variance": "colony",
     "simulate_assessments": "colony",
+    "set_language": "i18n",
+    "get_language": "i18n",
 }
 
 
@@ -84,4 +88,6 @@ __all__ = [  # noqa: F822 (defined lazily by __getattr__)
     "scout_moments",
     "colony_variance",
     "simulate_assessments",
+    "set_language",
+    "get_language",
 ]

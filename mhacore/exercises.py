@@ -21,6 +21,10 @@ checks. So a student who writes a loop recovers a number in seconds to minutes: 
 keeps answers from being *read*, not from being searched for. A formula cannot be
 searched for that way.
 
+Every reply is in the language the package speaks (:mod:`mhacore.i18n`): English unless
+``mhacore.set_language("zh_CN")`` (or ``MHACORE_LANG``) says otherwise. The book's prompts
+and hints, read from the seals, are translated by the same catalog.
+
 Answers given as strings (``"2.718"``, ``"sigma**2/n"``) are parsed by
 :func:`mhacore._parse.parse_answer`, which checks the syntax tree against a whitelist
 before SymPy sees it: a string is never evaluated, so an answer cannot run code.
@@ -48,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from mhacore._parse import UnsafeAnswer, parse_answer
+from mhacore.i18n import N_, gettext as _, translate_rendered
 
 KINDS = ("number", "vector", "expression")
 
@@ -124,10 +129,10 @@ class Exercise:
     def precision(self) -> str:
         """The precision asked for, in words ("to 3 significant figures")."""
         if self.kind == "expression":
-            return "exactly, as an expression"
+            return _("exactly, as an expression")
         if self.sig_figs is None:
-            return "exactly (an integer)"
-        return f"to {self.sig_figs} significant figures"
+            return _("exactly (an integer)")
+        return _("to {sig_figs} significant figures").format(sig_figs=self.sig_figs)
 
 
 @dataclass(frozen=True)
@@ -346,11 +351,11 @@ def _tensor_values(tensor):
     import torch
 
     if tensor.device.type == "meta":
-        raise _Unreadable("a tensor on the 'meta' device holds no values")
+        raise _Unreadable(_("a tensor on the 'meta' device holds no values"))
     if tensor.is_complex():
-        raise _Unreadable("this exercise expects real numbers, not a complex tensor")
+        raise _Unreadable(_("this exercise expects real numbers, not a complex tensor"))
     if tensor.dtype == torch.bool:
-        raise _Unreadable("this exercise expects numbers, not a tensor of booleans")
+        raise _Unreadable(_("this exercise expects numbers, not a tensor of booleans"))
     return tensor.detach().cpu().double().numpy()
 
 
@@ -358,54 +363,60 @@ def _as_number(answer, label):
     if isinstance(answer, str):
         answer = parse_answer(answer)
         if not (answer.is_number and answer.is_real):
-            raise UnsafeAnswer("it is not a real number")
+            raise UnsafeAnswer(_("it is not a real number"))
     if isinstance(answer, bool):
-        raise _Unreadable(f"{answer} is not a number")
+        raise _Unreadable(_("{value} is not a number").format(value=answer))
     if hasattr(answer, "detach"):  # a torch tensor
         answer = _tensor_values(answer)
     if getattr(answer, "is_number", False) and getattr(answer, "is_real", False):
         answer = float(answer)  # an exact SymPy number (Integer, Rational, Float, sqrt(2), ...)
     if isinstance(answer, np.ma.MaskedArray) or answer is np.ma.masked:
         if np.ma.getmaskarray(answer).any():
-            raise _Unreadable("a masked value is not a number")
+            raise _Unreadable(_("a masked value is not a number"))
         answer = np.ma.getdata(answer)
     if isinstance(answer, np.bool_):
-        raise _Unreadable(f"{answer} is not a number")
+        raise _Unreadable(_("{value} is not a number").format(value=answer))
     if isinstance(answer, numbers.Number) and not isinstance(answer, (float, complex)) \
             or type(answer).__module__.startswith("mpmath"):
         try:  # an int of any size, Fraction, Decimal, mpmath's mpf
             answer = float(answer)
         except OverflowError:
-            raise _Unreadable("it is too large for a float") from None
+            raise _Unreadable(_("it is too large for a float")) from None
     if isinstance(answer, (list, tuple)) or np.ndim(answer) > 0:
-        raise _Unreadable("this exercise expects one number, not a list or array; write "
-                          "it as a plain number (e.g. answer = 0.5)")
+        raise _Unreadable(_("this exercise expects one number, not a list or array; write "
+                            "it as a plain number (e.g. answer = 0.5)"))
     value = np.asarray(answer)
     if value.dtype.kind not in "iuf":
-        raise _Unreadable(f"this exercise expects one number; got {type(answer).__name__}")
+        raise _Unreadable(_("this exercise expects one number; got {type}").format(
+            type=type(answer).__name__))
     value = float(value.reshape(()))
     if not math.isfinite(value):
-        raise _Unreadable(f"{value} is not a finite number")
+        raise _Unreadable(_("{value} is not a finite number").format(value=value))
     return value
 
 
 def _as_vector(answer, label, shape):
-    wanted = f"a list of {shape[0]} numbers, e.g. [{', '.join(['0.5'] * shape[0])}]"
+    wanted = _("a list of {count} numbers, e.g. {example}").format(
+        count=shape[0], example=f"[{', '.join(['0.5'] * shape[0])}]")
     if isinstance(answer, str):
-        raise _Unreadable(f"this exercise expects {wanted}, not a string")
+        raise _Unreadable(_("this exercise expects {wanted}, not a string").format(
+            wanted=wanted))
     if isinstance(answer, (dict, set, frozenset)) or (
             hasattr(answer, "__next__") and not hasattr(answer, "__len__")):
-        raise _Unreadable(f"this exercise expects {wanted}; give a list, not a "
-                          f"{type(answer).__name__}")
+        raise _Unreadable(_("this exercise expects {wanted}; give a list, not a {type}").format(
+            wanted=wanted, type=type(answer).__name__))
     if hasattr(answer, "detach"):
         answer = _tensor_values(answer)
     if not isinstance(answer, (list, tuple)) and np.ndim(answer) == 0:
-        raise _Unreadable(f"this exercise expects {wanted}, not a single value")
+        raise _Unreadable(_("this exercise expects {wanted}, not a single value").format(
+            wanted=wanted))
     entries = list(answer)
     if any(np.ndim(a) > 0 for a in entries):
-        raise _Unreadable(f"this exercise expects {wanted}, not a nested list")
+        raise _Unreadable(_("this exercise expects {wanted}, not a nested list").format(
+            wanted=wanted))
     if len(entries) != shape[0]:
-        raise _Unreadable(f"this exercise expects {wanted}; your list has {len(entries)}")
+        raise _Unreadable(_("this exercise expects {wanted}; your list has {count}").format(
+            wanted=wanted, count=len(entries)))
     return np.asarray([_as_number(a, label) for a in entries], dtype=float)
 
 
@@ -422,16 +433,16 @@ def _as_expression(answer, ex: Exercise):
     elif isinstance(answer, (sp.Basic, sp.MatrixBase, int, float)):
         given = sp.sympify(answer)  # already a SymPy object or a number: no string is parsed
     else:
-        raise _Unreadable(f"this exercise expects a SymPy expression or a formula in quotes; "
-                          f"got {type(answer).__name__}")
+        raise _Unreadable(_("this exercise expects a SymPy expression or a formula in "
+                            "quotes; got {type}").format(type=type(answer).__name__))
     if isinstance(given, sp.MatrixBase):
         if given.shape != (1, 1):
-            raise _Unreadable(f"this exercise expects one expression, not a "
-                              f"{given.shape[0]}x{given.shape[1]} matrix")
+            raise _Unreadable(_("this exercise expects one expression, not a {rows}x{columns} "
+                                "matrix").format(rows=given.shape[0], columns=given.shape[1]))
         given = given[0, 0]  # a 1x1 matrix, as u.T * v gives
     if not isinstance(given, sp.Expr) or isinstance(answer, bool):
-        raise _Unreadable(f"this exercise expects a SymPy expression; "
-                          f"got {type(answer).__name__}")
+        raise _Unreadable(_("this exercise expects a SymPy expression; got {type}").format(
+            type=type(answer).__name__))
     # the student's symbols may carry other assumptions: match them by name
     return given.subs({s: by_name[s.name] for s in given.free_symbols if s.name in by_name})
 
@@ -519,19 +530,62 @@ def _judge(ex: Exercise, answer) -> Feedback:
     else:
         given = seen(_answer_form(answer, ex.sig_figs))
     if given in ex.answer:
-        agrees = f": it agrees {ex.precision}" if ex.kind != "expression" and ex.sig_figs \
-            else ""
-        return Feedback(label, True, f"Correct ({label}){agrees}.")
+        if ex.kind != "expression" and ex.sig_figs:
+            return Feedback(label, True, _("Correct ({label}): it agrees {precision}.").format(
+                label=label, precision=ex.precision))
+        return Feedback(label, True, _("Correct ({label}).").format(label=label))
     for hashes, hint in ex.mistakes:
         if given in hashes:
-            return Feedback(label, False, f"Not yet ({label}). Hint: {hint}")
+            return Feedback(label, False, _not_yet(label, hint))
     if ex.close and seen(_answer_form(answer, ex.sig_figs - 1)) in ex.close:
         figures = ex.sig_figs - 1
-        return Feedback(label, False, (
-            f"Close ({label}): your answer agrees to {figures} significant "
-            f"figure{'s' if figures > 1 else ''}, but the exercise asks for {ex.sig_figs}. "
-            "Give one more figure (or check the last one)."))
-    return Feedback(label, False, f"Not yet ({label}). Hint: {ex.hint}")
+        close = (_("Close ({label}): your answer agrees to {figures} significant figures, but "
+                   "the exercise asks for {sig_figs}. Give one more figure (or check the last "
+                   "one).") if figures > 1 else
+                 _("Close ({label}): your answer agrees to {figures} significant figure, but "
+                   "the exercise asks for {sig_figs}. Give one more figure (or check the last "
+                   "one)."))
+        return Feedback(label, False, close.format(label=label, figures=figures,
+                                                   sig_figs=ex.sig_figs))
+    return Feedback(label, False, _not_yet(label, ex.hint))
+
+
+def _not_yet(label: str, hint: str) -> str:
+    """The reply to a wrong answer, with ``hint`` (a seal's text) in the current language."""
+    return _("Not yet ({label}). Hint: {hint}").format(label=label, hint=_(hint))
+
+
+#: The reasons :func:`mhacore._parse.parse_answer` gives for refusing an answer, as
+#: templates: a reply translates the reason through them (:func:`_reason`).
+PARSER_REASONS = (
+    N_("a number in it is too large"),
+    N_("only numbers are allowed as literals; got {value}"),
+    N_("unknown name {name} (names allowed: {names}; functions: {functions})"),
+    N_("a constant exponent must lie between -{limit} and {limit}"),
+    N_("a power of a constant power is not allowed; simplify it"),
+    N_("only the functions {functions} can be called"),
+    N_("function calls take plain arguments only"),
+    N_("{function} takes {counts} argument(s); got {count}"),
+    N_("{node} expressions are not allowed; use {allowed}"),
+    N_("it is nested more than {limit} levels deep; simplify it"),
+    N_("functions are nested more than {limit} deep (as in exp(exp(exp(exp(x))))); "
+       "simplify it"),
+    N_("a tower of more than {limit} powers (as in x^y^z^w) is not allowed; simplify it"),
+    N_("it has a comma between digits ({digits}); write decimals with a decimal point, "
+       "e.g. 2.5, not 2,5"),
+    N_("the answer is longer than {limit} characters"),
+    N_("the answer is empty"),
+    N_("it is not a formula ({reason}); use {allowed}"),
+    N_("it is nested too deeply; use {allowed}"),
+    N_("it cannot be read as a formula ({error}); check the arguments of its functions"),
+    N_("numbers, the operators + - * / ** ^ and parentheses"),  # _parse.ALLOWED
+    N_("none"),  # no name is allowed
+)
+
+
+def _reason(exc: Exception) -> str:
+    """The parser's reason for refusing an answer, in the current language."""
+    return translate_rendered(str(exc))
 
 
 def check(label: str, answer) -> Feedback:
@@ -578,14 +632,15 @@ def check(label: str, answer) -> Feedback:
         raise ValueError(f"label must be one of {sorted(EXERCISES)}; got {label!r}")
     ex = EXERCISES[label]
     if answer is None or answer is Ellipsis:
-        return Feedback(label, None, f"Your turn ({label}): set `answer` to {ex.prompt}, "
-                                     f"{ex.precision}, then run this cell again.")
+        return Feedback(label, None, _(
+            "Your turn ({label}): set `answer` to {prompt}, {precision}, then run this cell "
+            "again.").format(label=label, prompt=_(ex.prompt), precision=ex.precision))
     if isinstance(answer, str):  # a plain str: a subclass's own methods are never called
         answer = str.__getitem__(answer, slice(None))
         if not answer.strip():
-            return Feedback(label, False, f"Empty answer ({label}): set `answer` to "
-                                          f"{ex.prompt}, {ex.precision}, then run this cell "
-                                          "again.")
+            return Feedback(label, False, _(
+                "Empty answer ({label}): set `answer` to {prompt}, {precision}, then run this "
+                "cell again.").format(label=label, prompt=_(ex.prompt), precision=ex.precision))
     import sympy  # noqa: F401  (imported before the clock starts: it takes about a second)
 
     def read_and_judge():
@@ -600,17 +655,21 @@ def check(label: str, answer) -> Feedback:
     try:
         return _within(JUDGE_SECONDS, read_and_judge)
     except UnsafeAnswer as exc:
-        return Feedback(label, False, f"Cannot read your answer to {label}: {exc}. Nothing "
-                                      "in it was run; write a plain number or formula.")
+        return Feedback(label, False, _(
+            "Cannot read your answer to {label}: {reason}. Nothing in it was run; write a "
+            "plain number or formula.").format(label=label, reason=_reason(exc)))
     except _Unreadable as exc:
-        return Feedback(label, False, f"Cannot read your answer to {label}: {exc}.")
+        return Feedback(label, False, _("Cannot read your answer to {label}: {reason}.").format(
+            label=label, reason=exc))
     except _TooSlow:
-        return Feedback(label, False, (
-            f"Cannot judge your answer to {label} within {JUDGE_SECONDS:g} s: give a "
-            "smaller answer (a simpler formula, fewer numbers) and run this cell again."))
+        return Feedback(label, False, _(
+            "Cannot judge your answer to {label} within {seconds} s: give a smaller answer (a "
+            "simpler formula, fewer numbers) and run this cell again.").format(
+                label=label, seconds=f"{JUDGE_SECONDS:g}"))
     except Exception as exc:  # check never fails on an answer; say what could not be read
-        return Feedback(label, False, f"Cannot read your answer to {label}: "
-                                      f"{type(exc).__name__} while reading it.")
+        return Feedback(label, False, _(
+            "Cannot read your answer to {label}: {error} while reading it.").format(
+                label=label, error=type(exc).__name__))
 
 
 # --- the book's exercises, sealed by tools/exercise_answers.py ---------------------------

@@ -16,6 +16,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..i18n import N_, gettext as _
+
 SCALES = ("book", "large")
 DEFAULT_SEED = 20260521
 RULES = ("4se", "atol")
@@ -26,7 +28,7 @@ RULES = ("4se", "atol")
 #: tested on something not built to satisfy it (another library's trained model, real
 #: data, a model from another field's literature); only this kind can support a claim
 #: about real attention heads, forests or colonies.
-KINDS = ("identity", "model", "empirical")
+KINDS = (N_("identity"), N_("model"), N_("empirical"))
 #: The paper's claims, as ``MATH.md`` states them (arXiv:2605.20271).
 CLAIMS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7")
 
@@ -124,7 +126,8 @@ class CheckResult:
 
     @property
     def verdict(self) -> str:
-        return "holds" if self.passed else "FAILS"
+        """``"holds"`` or ``"FAILS"``, in the language the package speaks."""
+        return _("holds") if self.passed else _("FAILS")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -135,18 +138,25 @@ class CheckResult:
         ``|estimate - prediction|`` beside the tolerance (the estimate and prediction
         alone, rounded, can look equal when the gap fails), and a failed further
         condition is named on a line of its own. Every line fits in 80 columns for ids up
-        to 79 characters."""
+        to 79 characters. The words are in the language the package speaks
+        (:mod:`mhacore.i18n`)."""
         gap = abs(self.estimate - self.prediction)
         failed = [name for name, ok in self.details.get("conditions", {}).items() if not ok]
         if self.by_standard_error:
-            lines = [f"    estimate {self.estimate:.6g} ± {self.standard_error:.3g} (SE), "
-                     f"prediction {self.prediction:.6g} -> {self.verdict}"]
+            lines = [_("estimate {estimate} ± {standard_error} (SE), prediction {prediction} "
+                       "-> {verdict}").format(
+                estimate=f"{self.estimate:.6g}", standard_error=f"{self.standard_error:.3g}",
+                prediction=f"{self.prediction:.6g}", verdict=self.verdict)]
         else:
             relation = "<=" if gap <= self.tolerance else ">"
-            lines = [f"    estimate {self.estimate:.6g}, prediction {self.prediction:.6g}",
-                     f"    gap {gap:.2g} {relation} tolerance {self.tolerance:.1e} "
-                     f"-> {self.verdict}"]
-        lines += [f"    condition failed: {name}"[:80] for name in failed]
+            lines = [_("estimate {estimate}, prediction {prediction}").format(
+                         estimate=f"{self.estimate:.6g}", prediction=f"{self.prediction:.6g}"),
+                     _("gap {gap} {relation} tolerance {tolerance} -> {verdict}").format(
+                         gap=f"{gap:.2g}", relation=relation, tolerance=f"{self.tolerance:.1e}",
+                         verdict=self.verdict)]
+        lines = [f"    {line}" for line in lines]
+        lines += [("    " + _("condition failed: {name}").format(name=name))[:80]
+                  for name in failed]
         return "\n".join([f"{self.theorem_id}:", *lines])
 
 
@@ -239,6 +249,11 @@ def register(theorem_id: str, *, title: str, chapter: str, claim: str, kind: str
     the paper's claim it bears on (one of :data:`CLAIMS`); both go into every report.
     ``power`` is the check's power line: the smallest perturbation of its model that it
     detects at book scale, as measured (the theorem ledger shows it).
+
+    ``claim``, ``symbolic``, ``caveat`` and ``power`` are messages of the package's catalog
+    (:mod:`mhacore.i18n`): written in English here, shown in the reader's language by the
+    ledger (:func:`~mhacore.theorems.ledger_notes`); ``tests/test_i18n.py`` asks a
+    translation of each.
     """
     if not isinstance(theorem_id, str) or not theorem_id:
         raise ValueError(f"theorem_id must be a non-empty string; got {theorem_id!r}")
