@@ -225,3 +225,93 @@ def test_command_line_writes_the_reader_edition(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.stem for p in (tmp_path / "r").glob("*.ipynb")) == sorted(CHAPTERS)
+
+
+# --- alt text in every edition (issue 26) ----------------------------------------------
+
+PIXEL = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJ"
+         "RU5ErkJggg==")  # a 1x1 PNG
+
+
+def test_every_edition_describes_its_figures():
+    """Each code cell that draws a figure carries the alt text of its ``{glue:figure}``,
+    in every notebook edition and in the nbgrader course."""
+    from mhacore.editions.grading import assignment_notebook
+    from mhacore.editions.reader import ALT_KEY, figure_alt_texts
+
+    book = read_book(ROOT)
+    total = 0
+    for source in chapter_sources(ROOT):
+        alts = figure_alt_texts(source.read_text(encoding="utf-8"))
+        total += len(alts)
+        notebooks = [edition_notebook(source, book, e)
+                     for e in ("reader", "student", "instructor", "nbgrader")]
+        for notebook in notebooks + [assignment_notebook(source, book)[0]]:
+            described = {key: cell.metadata[ALT_KEY] for cell in notebook.cells
+                         if ALT_KEY in cell.metadata
+                         for key in re.findall(r"""glue\(\s*["'](fig-[^"']+)""", cell.source)}
+            assert described == alts, source.stem
+    assert total >= 15
+
+
+def test_notebook_html_describes_every_figure():
+    """The reader notebook with the build's outputs (the site's download) describes each
+    figure in its output's metadata, and nbconvert's classic HTML (what nbgrader's
+    formgrader and feedback use) writes it into every ``<img>``: no stand-in, no warning."""
+    import jupytext
+    from bs4 import BeautifulSoup
+    from nbconvert import HTMLExporter
+
+    from mhacore.editions.reader import figure_alt_texts, with_outputs
+
+    source = ROOT / "book" / "01-nadaraya-watson.md"
+    alts = figure_alt_texts(source.read_text(encoding="utf-8"))
+    executed = jupytext.read(source)  # as the build executes it: each figure glued
+    prefix = "application/papermill.record/"
+    for cell in executed.cells:
+        for key in re.findall(r"""glue\(\s*["'](fig-[^"']+)""", cell.source):
+            cell.outputs = [nbformat.v4.new_output(
+                "display_data", data={f"{prefix}image/png": PIXEL,
+                                      f"{prefix}text/plain": "<Figure>"},
+                metadata={"scrapbook": {"name": key, "mime_prefix": prefix}})]
+    reader = edition_notebook(source, read_book(ROOT), "reader")
+    notebook = with_outputs(reader, executed)
+    shown = [o.metadata["image/png"]["alt"] for c in notebook.cells if c.cell_type == "code"
+             for o in c.outputs if "image/png" in o.get("data", {})]
+    assert sorted(shown) == sorted(alts.values()) and len(shown) == 2
+    exporter = HTMLExporter(template_name="classic")
+    html, _ = exporter.from_notebook_node(notebook)
+    images = BeautifulSoup(html, "html.parser").find_all("img")
+    assert sorted(i.get("alt") for i in images) == sorted(alts.values())
+
+
+# --- the converter's words in another language (issue 26: Chinese reader notebooks) -----
+
+def test_converter_writes_its_words_in_the_books_language():
+    """With a Book's ``words`` (mhacore.editions.translated.WORDS) the labels, the
+    notebook's note and the comments of the cells it adds are in that language; without
+    them, English (tests/test_zh_notebooks.py checks the Chinese notebooks whole)."""
+    from mhacore.editions.translated import WORDS
+
+    text = ("```{glue:figure} fig-a\n:name: fig-a\n\nFirst.\n```\n\n:::{prf:theorem} Big\n"
+            ":label: thm-c\n\nHolds.\n:::\n\n:::{prf:proof}\nSo.\n:::\n\n{prf:ref}`thm-c`, "
+            "{numref}`fig-a`.\n")
+    labels = page_labels(text, "03-x", chapter=3)
+    chinese = plain_markdown(text, Book(labels=labels, language="zh_CN",
+                                        words=WORDS["zh_CN"]), "03-x")
+    assert "**图 3.1** First. *（由上方的代码单元绘制）*" in chinese
+    assert "> **定理 3.1（Big）**" in chinese and "> *证明。*" in chinese
+    assert "定理 3.1, 图 3.1." in chinese and "Theorem" not in chinese
+    english = plain_markdown(text, Book(labels=labels), "03-x")
+    assert "> **Theorem 3.1 (Big).**" in english and "Theorem 3.1, Figure 3.1." in english
+    source = ROOT / "book" / f"{CHAPTERS[0]}.md"
+    book = read_book(ROOT, texts={CHAPTERS[0]: "# 标题\n"}, language="zh_CN",
+                     words=WORDS["zh_CN"])
+    assert book.titles[CHAPTERS[0]] == "标题"
+    assert book.prose_words == read_book(ROOT).prose_words  # the English pages' reading times
+    nb = edition_notebook(source, book, "student")
+    assert nb.cells[1].source.startswith("*学生版")
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert first.source.endswith('mhacore.set_language("zh_CN")')
+    assert all(c.source != STUB for c in nb.cells) and any(
+        c.source.startswith("# 轮到你了") for c in nb.cells)

@@ -19,7 +19,11 @@ environment variables at build time:
 
 It also writes the package version, the short commit and the build date into every
 page's footer and onto the PDF's title page, and makes the ``.ipynb`` download of each
-chapter the reader notebook of :mod:`mhacore.editions.reader`.
+chapter the reader notebook of :mod:`mhacore.editions.reader`; in a translation (the zh
+build of ``tools/i18n.py``), the reader notebook made from the chapter as its catalog
+translates it (:mod:`mhacore.editions.translated`), which speaks that language to its
+reader (``mhacore.set_language``), and beside it that notebook with the build's outputs
+as the page shows them (``localized_outputs.py``).
 """
 
 from __future__ import annotations
@@ -259,6 +263,8 @@ def _reader_download(app, pagename, templatename, context, doctree):
 
 
 OUTPUTS_SUFFIX = "-outputs.ipynb"  # the reader notebook with the build's outputs
+OUTPUTS_BUTTON = {"en": (".ipynb with outputs", "The notebook with the outputs the site shows"),
+                  "zh": ("含输出的 .ipynb", "带有本站所示输出的笔记本")}
 
 
 def _outputs_button(app, pagename, templatename, context, doctree):
@@ -269,9 +275,9 @@ def _outputs_button(app, pagename, templatename, context, doctree):
         if group.get("label") == "download-buttons":
             at = next((i + 1 for i, b in enumerate(group["buttons"])
                        if b.get("label") == "download-notebook-button"), 0)
+            text, tooltip = OUTPUTS_BUTTON.get(_language(app), OUTPUTS_BUTTON["en"])
             group["buttons"].insert(at, {
-                "type": "link", "text": ".ipynb with outputs",
-                "tooltip": "The notebook with the outputs the site shows",
+                "type": "link", "text": text, "tooltip": tooltip,
                 "icon": "fas fa-file-code", "label": "download-outputs-button",
                 "url": context["pathto"](f"_sources/{pagename}{OUTPUTS_SUFFIX}", 1)})
 
@@ -290,16 +296,30 @@ def _write_readers(app, exception):
     import jupytext
     import nbformat
     from jupyter_cache import get_cache
+    from localized_outputs import spoken, translated_output  # beside this one
 
+    from mhacore import i18n
     from mhacore.editions.common import glue_formats
     from mhacore.editions.reader import with_outputs
 
     cache = get_cache(app.config.nb_execution_cache_path)
-    for pagename, reader in app.mhacore_readers.items():
-        source = Path(app.srcdir) / f"{pagename}.md"
-        _, executed = cache.merge_match_into_notebook(jupytext.read(source))
-        notebook = with_outputs(reader, executed, glue_formats(source.read_text("utf-8")))
-        nbformat.write(notebook, Path(app.outdir) / "_sources" / f"{pagename}{OUTPUTS_SUFFIX}")
+    language = spoken(app.config.language)  # None: English, or a language mhacore lacks
+    # the self-checks' "Your turn" and the package's printed words in the page's language
+    with i18n.language(language or i18n.ENGLISH):
+        for pagename, reader in app.mhacore_readers.items():
+            source = Path(app.srcdir) / f"{pagename}.md"
+            _, executed = cache.merge_match_into_notebook(jupytext.read(source))
+            notebook = with_outputs(reader, executed, glue_formats(source.read_text("utf-8")))
+            for cell in notebook.cells if language else []:
+                if cell.cell_type == "code":
+                    cell.outputs = [translated_output(o, language) for o in cell.outputs]
+            nbformat.write(notebook,
+                           Path(app.outdir) / "_sources" / f"{pagename}{OUTPUTS_SUFFIX}")
+
+
+def _language(app) -> str:
+    """The build's language, ``en`` or a translation's (``zh``)."""
+    return (app.config.language or "en").split("_")[0]
 
 
 def _readers(app):
@@ -308,10 +328,19 @@ def _readers(app):
     if app.builder.format != "html" or not app.config.html_copy_source \
             or not theme.get("use_download_button", True):
         return  # an edition without downloads (the student site) gets none from here
-    from mhacore.editions.reader import reader_notebooks
-
     root = Path(app.confdir)
-    app.mhacore_readers = {f"book/{stem}": nb for stem, nb in reader_notebooks(root).items()}
+    if _language(app) == "en":
+        from mhacore.editions.reader import reader_notebooks
+
+        notebooks = reader_notebooks(root)
+    else:  # a translation offers the converter's notebooks of its own pages
+        from mhacore.editions.translated import translated_notebooks
+
+        language = app.config.language
+        locales = next((Path(root, d) for d in app.config.locale_dirs
+                        if Path(root, d, language).is_dir()), None)
+        notebooks = translated_notebooks(root, language, locales=locales)
+    app.mhacore_readers = {f"book/{stem}": nb for stem, nb in notebooks.items()}
 
 
 def setup(app):

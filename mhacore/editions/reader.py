@@ -92,16 +92,25 @@ class Target:
     page: str
     title: str
 
-    def name(self) -> str:
+    def name(self, words: dict | None = None) -> str:
         """The words the site prints for the reference, e.g. ``Theorem 2``, ``(3)`` or
-        ``Exercise 1.1 (The Epanechnikov constants)``."""
+        ``Exercise 1.1 (The Epanechnikov constants)``; with ``words`` (:attr:`Book.words`)
+        in another language (``定理 2``)."""
+        words = words or {}
         if self.kind == "equation":
-            return f"({self.number})" if self.number else "the equation"
+            return f"({self.number})" if self.number else words.get("the equation",
+                                                                    "the equation")
         word = KIND_NAMES.get(self.kind)
+        word = words.get(word, word)
         if word and self.number:
             return f"{word} {self.number}"
         if self.kind == "exercise":  # numbered by hand in its title, as on the site
-            return exercise_name(self.title) or self.title or word
+            name = exercise_name(self.title)
+            if name and words:  # "Exercise 1.1 (Name)" in the words' language
+                number, rest = name.removeprefix("Exercise ").split(" ", 1)
+                name = words.get("Exercise {number} ({name})", "Exercise {number} ({name})"
+                                 ).format(number=number, name=rest[1:-1])
+            return name or self.title or word
         return self.title or word or self.kind
 
 
@@ -115,6 +124,23 @@ class Book:
     notebooks: set[str] = field(default_factory=set)
     references: dict[str, dict] = field(default_factory=dict)
     prose_words: dict[str, int] = field(default_factory=dict)  # page -> words of prose
+    # the language of the pages read, and the converter's own words in it: English text
+    # (a word, a template) -> its translation (mhacore.editions.translated.WORDS)
+    language: str = "en"
+    words: dict[str, str] = field(default_factory=dict)
+
+
+def _say(book: Book, text: str, **fields) -> str:
+    """The converter's English ``text`` (a template of ``fields``) in the book's language.
+
+    >>> _say(Book(), "**Figure {number}.**", number="1.2")
+    '**Figure 1.2.**'
+    >>> _say(Book(words={"**Figure {number}.**": "**图 {number}**"}), "**Figure {number}.**",
+    ...      number="1.2")
+    '**图 1.2**'
+    """
+    text = book.words.get(text, text)
+    return text.format(**fields) if fields else text
 
 
 # --- walking MyST text ------------------------------------------------------------------
@@ -436,38 +462,43 @@ def _render_directive(block: Block, book: Book, page: str, solutions: bool) -> l
         body.pop()
     if name in KIND_NAMES and name.startswith("prf:"):
         number = _number_of(block, book, name, page)
-        title = KIND_NAMES[name] + (f" {number}" if number else "")
-        title += f" ({arg})" if arg else ""
-        return ["", *_quote([f"**{title}.**", "", *body]), ""]
+        title = _say(book, KIND_NAMES[name]) + (f" {number}" if number else "")
+        title += _say(book, " ({title})", title=arg) if arg else ""
+        return ["", *_quote([_say(book, "**{title}.**", title=title), "", *body]), ""]
     if name == "prf:proof":
-        return ["", *_quote(["*Proof.*", "", *body, "", "∎"]), ""]
+        return ["", *_quote([_say(book, "*Proof.*"), "", *body, "", "∎"]), ""]
     if name == "exercise":
         number = _number_of(block, book, "exercise", page)
-        title = f"Exercise {number}" + (f": {arg}" if arg else "") if number \
-            else f"Exercise {arg}".strip()
+        title = (_say(book, "Exercise {number}: {title}", number=number, title=arg) if arg
+                 else f"{_say(book, 'Exercise')} {number}") if number \
+            else _say(book, "Exercise {title}", title=arg).strip()
         return ["", f"### {title}", "", *body, ""]
     if name == "solution":
         if not solutions:
             return []
         label = book.labels.get(arg)
-        words = escape_markdown(label.name()) if label else arg  # "h*" is no emphasis
-        return ["", *_quote([f"**Solution to {words}.**", "", *body]), ""]
+        words = escape_markdown(label.name(book.words)) if label else arg  # "h*": no emphasis
+        return ["", *_quote([_say(book, "**Solution to {name}.**", name=words), "", *body]),
+                ""]
     if name in _FIGURES:
         number = _number_of(block, book, "figure", page)
-        where = ("drawn by the code cell above" if name == "glue:figure"
+        where = (_say(book, "drawn by the code cell above") if name == "glue:figure"
                  else f"![{block.options.get('alt', '')}]({arg})")
-        head = f"**Figure {number}.**" if number else "**Figure.**"
-        return ["", f"{head} {_caption(body)} *({where})*" if name == "glue:figure"
-                else f"{where}\n\n{head} {_caption(body)}", ""]
+        head = _say(book, "**Figure {number}.**", number=number) if number \
+            else _say(book, "**Figure.**")
+        return ["", f"{head} {_caption(body)} {_say(book, '*({where})*', where=where)}"
+                if name == "glue:figure" else f"{where}\n\n{head} {_caption(body)}", ""]
     if name in _EQUATIONS:
         number = _number_of(block, book, "equation", page)
         if name == "math":
             tag = [f"\\tag{{{number}}}"] if number else []
             return ["", "$$", *body, *tag, "$$", ""]
-        shown = f"Equation ({number})" if number else "The equation"
-        return ["", f"*{shown} is shown in the output of the code cell above.*", ""]
+        return ["", _say(book, "*Equation ({number}) is shown in the output of the code cell "
+                               "above.*", number=number) if number else
+                _say(book, "*The equation is shown in the output of the code cell above.*"), ""]
     if name in ("glue", "glue:any"):
-        return ["", f"*(`{arg}` is shown in the output of the code cell above.)*", ""]
+        return ["", _say(book, "*(`{key}` is shown in the output of the code cell above.)*",
+                         key=arg), ""]
     if name in ("code-block", "code", "sourcecode"):
         return ["```" + arg, *block.body, "```"]
     if name == "glossary":
@@ -475,7 +506,8 @@ def _render_directive(block: Block, book: Book, page: str, solutions: bool) -> l
     if name == "table":  # a Markdown table with options (widths) for the site and PDF
         return ["", *([f"**{arg}**", ""] if arg else []), *body, ""]
     if name == "nb-exec-table":
-        return ["", "*(The table of execution times is on the book's website.)*", ""]
+        return ["", _say(book, "*(The table of execution times is on the book's website.)*"),
+                ""]
     if name in ("bibliography", "toctree", "tableofcontents", "tabularcolumns"):
         return []
     if name == "container":  # a class for the site's styling or editions
@@ -525,7 +557,7 @@ def _role(name: str, body: str, book: Book, page: str) -> str:
         if name == "numref" and text:
             return text.replace("%s", target.number or "").replace("{number}",
                                                                   target.number or "")
-        return text or escape_markdown(target.name())  # a title may hold "h*" or "n_2"
+        return text or escape_markdown(target.name(book.words))  # a title: "h*", "n_2"
     if name == "doc":
         stem = key.rstrip("/").split("/")[-1]
         words = text or escape_markdown(book.titles.get(stem, stem))
@@ -536,7 +568,7 @@ def _role(name: str, body: str, book: Book, page: str) -> str:
     if name.startswith("glue"):
         return f"`{key.split(':')[0].strip()}`"
     if name == "exec-time":
-        return EXEC_TIME_TEXT
+        return _say(book, EXEC_TIME_TEXT)
     if name in ("prose-words", "reading-minutes"):  # book/_ext/reading_time.py
         words = book.prose_words.get(key.rstrip("/").split("/")[-1])
         if words is None:
@@ -564,7 +596,8 @@ def references_cell(markdown: str, book: Book) -> str:
     keys = {k.strip() for m in _ROLE.finditer(markdown) if m.group("name").startswith("cite")
             for k in m.group("body").split(",")}
     entries = sorted(book.references[k]["entry"] for k in keys if k in book.references)
-    return "## References\n\n" + "\n".join(f"- {e}" for e in entries) if entries else ""
+    return (_say(book, "## References") + "\n\n" + "\n".join(f"- {e}" for e in entries)
+            if entries else "")
 
 
 # --- the book and its reader notebooks ----------------------------------------------------
@@ -655,16 +688,24 @@ def chapter_numbers(book_root: Path) -> dict[str, int]:
     return numbers
 
 
-def read_book(book_root: Path) -> Book:
-    """Labels, titles and references of the whole book at ``book_root``."""
+def read_book(book_root: Path, texts: dict[str, str] | None = None, language: str = "en",
+              words: dict[str, str] | None = None) -> Book:
+    """Labels, titles and references of the whole book at ``book_root``.
+
+    ``texts`` (``{page stem: MyST}``) stand for the pages' files, e.g. the pages in
+    ``language``, whose converter words are ``words``
+    (:func:`mhacore.editions.translated.translated_book`); the reading times are those of
+    the files."""
 
     book_root = Path(book_root)
-    book = Book(notebooks={p.stem for p in chapter_sources(book_root)})
+    book = Book(notebooks={p.stem for p in chapter_sources(book_root)}, language=language,
+                words=dict(words or {}))
     chapters = chapter_numbers(book_root)
     for path in toc_pages(book_root):
         text = read_source(path, "page")
-        book.titles[path.stem] = page_title(text)
         book.prose_words[path.stem] = prose_words(text)
+        text = (texts or {}).get(path.stem, text)
+        book.titles[path.stem] = page_title(text)
         try:
             labels = page_labels(text, path.stem, chapters.get(path.stem))
         except ValueError as exc:  # a directive left open
@@ -698,7 +739,8 @@ def _bib_files(book_root: Path) -> list[Path]:
     return [Path(book_root) / bib for bib in bibs]
 
 
-def edition_notebook(source: Path, book: Book, edition: str = "reader"):
+def edition_notebook(source: Path, book: Book, edition: str = "reader",
+                     text: str | None = None):
     """The chapter at ``source`` as a plain notebook of ``edition`` (nbformat).
 
     Markdown made plain (:func:`plain_markdown`) and glued values shown where they are
@@ -710,10 +752,15 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
     empty ``answer = None`` cell and open with a note on how to use the notebook; the
     reader edition then has an install cell (:data:`INSTALL_CELL`), so that it runs
     outside a clone too.
+
+    ``text`` stands for the file's MyST, e.g. the chapter in the language of ``book``
+    (:func:`mhacore.editions.translated.translated_notebooks`): the words the edition
+    adds are then in that language too, and its first code cell sets ``mhacore``'s
+    (:data:`LANGUAGE_CELL`).
     """
     import nbformat
 
-    from .common import INSTRUCTOR_TAG, SOLUTION_TAG, STUB, show_glued
+    from .common import GLUE_CELL_KEY, INSTRUCTOR_TAG, SOLUTION_TAG, STUB, show_glued
 
     if edition not in EDITIONS:
         raise ValueError(f"edition must be one of {sorted(EDITIONS)}; got {edition!r}")
@@ -721,8 +768,9 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
         raise TypeError(f"book must be a Book (read_book); got {type(book).__name__}")
     solutions, answers, note = EDITIONS[edition]
     source = Path(source)
-    raw = read_source(source, "chapter")
+    raw = read_source(source, "chapter") if text is None else text
     nb = show_glued(_read_notebook(source, raw))
+    describe_figures(nb, raw)  # alt text on the cells that draw the figures
     cells = []
     for cell in nb.cells:
         tags = cell.metadata.get("tags", [])
@@ -736,18 +784,23 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
             if not cell.source.strip():
                 continue
         elif cell.cell_type == "code" and SOLUTION_TAG in tags and not answers:
-            cell.source = STUB
+            cell.source = _in_language(STUB, book)
             cell.metadata["tags"] = [t for t in tags if t not in (SOLUTION_TAG, "remove-cell")]
+        elif cell.metadata.get(GLUE_CELL_KEY):
+            cell.source = _in_language(cell.source, book)
         cells.append(cell)
     if cells and note:
-        cell = nbformat.v4.new_markdown_cell(EDITION_NOTE.format(
-            edition=edition.capitalize(), version=_version()))
+        cell = nbformat.v4.new_markdown_cell(_say(
+            book, EDITION_NOTE, edition=_say(book, edition.capitalize()), version=_version()))
         cell.metadata[READER_KEY] = True
         cells.insert(1, cell)
     if cells and edition == "reader":
-        cell = nbformat.v4.new_code_cell(INSTALL_CELL.format(version=_version()))
+        cell = nbformat.v4.new_code_cell(_in_language(INSTALL_CELL.format(
+            version=_version()), book))
         cell.metadata[READER_KEY] = True
         cells.insert(2, cell)
+    if cells and book.language != "en":
+        _set_language(cells, book)
     refs = references_cell(raw, book)
     if refs:
         cell = nbformat.v4.new_markdown_cell(refs)
@@ -758,7 +811,96 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader"):
     nb.cells = cells
     nb.metadata.pop("jupytext", None)
     nb.metadata["mhacore_edition"] = edition
+    if book.language != "en":
+        nb.metadata["mhacore_language"] = book.language
     return nb
+
+
+# Where the book is in another language, its notebooks' first code cell also sets
+# mhacore's, so that the self-checks reply in it.
+LANGUAGE_CELL = ("# mhacore's messages (the self-checks' replies) in this language\n"
+                 "import mhacore\n\nmhacore.set_language(\"{language}\")")
+
+
+def _in_language(code: str, book: Book) -> str:
+    """Code a notebook edition adds, its comments in the book's language."""
+    for english, words in book.words.items():
+        if english.startswith("# "):
+            code = code.replace(english, words)
+    return code
+
+
+def _set_language(cells: list, book: Book) -> None:
+    """Make the first code cell of ``cells`` (the install cell, in the reader edition)
+    set mhacore's language to the book's: :data:`LANGUAGE_CELL` after its code, or as a
+    cell of its own before the chapter's first."""
+    import nbformat
+
+    code = _in_language(LANGUAGE_CELL.format(language=book.language), book)
+    at = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
+    if at < len(cells) and cells[at].metadata.get(READER_KEY):
+        cells[at].source += "\n\n" + code
+        return
+    cell = nbformat.v4.new_code_cell(code)
+    cell.metadata[READER_KEY] = True
+    cells.insert(at, cell)
+
+
+# --- alt text: what each figure shows, for readers who cannot see it ---------------------
+
+ALT_KEY = "alt"  # cell metadata that nbconvert's classic HTML (nbgrader's formgrader and
+# feedback) writes into the alt attribute of the cell's images
+_GLUE_CALL = re.compile(r"""\bglue\(\s*["']([^"']+)["']""")
+
+
+def figure_alt_texts(markdown: str) -> dict[str, str]:
+    """``{key: alt text}`` of the ``{glue:figure}`` directives of a MyST page (their
+    ``:alt:`` option), at any depth.
+
+    >>> figure_alt_texts("```{glue:figure} fig-a\\n:name: fig-a\\n:alt: A rising line.\\n```")
+    {'fig-a': 'A rising line.'}
+    """
+    found = {}
+
+    def walk(lines):
+        for item in split_blocks(lines):
+            if isinstance(item, Block) and item.name is not None:
+                if item.name == "glue:figure" and item.options.get("alt", "").strip():
+                    found[item.arg.split()[0]] = item.options["alt"].strip()
+                if item.name != "code-cell":
+                    walk(item.body)
+
+    walk(markdown.split("\n"))
+    return found
+
+
+def describe_figures(notebook, markdown: str):
+    """``notebook`` (changed in place and returned) with each code cell that glues a
+    figure carrying that figure's alt text (:func:`figure_alt_texts` of the page's
+    ``markdown``) in its metadata (:data:`ALT_KEY`): the cell's image output, which the
+    notebook shows where the site shows the figure, is then described wherever the
+    notebook is rendered to HTML (nbconvert's classic template; nbgrader's formgrader
+    and feedback) or read with its outputs (:func:`with_outputs`)."""
+    alts = figure_alt_texts(markdown)
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        texts = [alts[key] for key in _GLUE_CALL.findall(cell.source) if key in alts]
+        if texts:
+            cell.metadata[ALT_KEY] = " ".join(texts)
+    return notebook
+
+
+def _alt_on_images(cell) -> None:
+    """The image outputs of ``cell`` described by its alt text (output metadata, per
+    MIME type, as nbconvert reads it)."""
+    alt = cell.metadata.get(ALT_KEY)
+    if not alt:
+        return
+    for output in cell.get("outputs", []):
+        for mime in output.get("data", {}):
+            if mime.startswith("image/"):
+                output.setdefault("metadata", {}).setdefault(mime, {})["alt"] = alt
 
 
 def _read_notebook(source: Path, raw: str):
@@ -876,6 +1018,7 @@ def with_outputs(reader, executed, formats: dict | None = None):
         if match is not None:
             taken[match] = True
             cell.outputs = [_shown(o, formats or {}) for o in pool[match].get("outputs", [])]
+            _alt_on_images(cell)
         label = SELF_CHECK.search(cell.source)
         if label:
             reply = check(label.group(1), None)
