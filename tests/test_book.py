@@ -206,3 +206,113 @@ def test_failing_cell_fails_the_test_run(failing_book):
     assert proc.returncode == 1, log[-3000:]
     assert "deliberate failure in a chapter cell" in log
     assert "1 failed, 1 passed" in log
+
+
+# --- alt text: every figure described, in the sources and on the site (issue 26) -------
+
+FILE_NAME = re.compile(r"^[\w./-]+\.(?:png|svg|jpe?g|gif|pdf|webp)$", re.I)
+NO_DESCRIPTION = "No description has been provided"  # nbconvert's stand-in
+_FIGURE_CELL = re.compile(r"^```\{code-cell\}.*?^```\s*$", re.M | re.S)
+
+
+def is_description(alt: str | None) -> bool:
+    """A real description of a figure: a few words, not a file name or a stand-in."""
+    alt = (alt or "").strip()
+    return (len(alt.split()) >= 5 and not FILE_NAME.match(alt)
+            and NO_DESCRIPTION not in alt)
+
+
+def undescribed_figures(markdown: str) -> list[str]:
+    """What a MyST page shows without a description: every ``{figure}`` or
+    ``{glue:figure}`` without a real ``:alt:``, Markdown or HTML image without alt text,
+    figure glued by a code cell with no ``{glue:figure}`` that describes it, and figure a
+    code cell draws without gluing it (``display=False``) and closing it (a bare output
+    image has no alt text)."""
+    from mhacore.editions.reader import Block, figure_alt_texts, split_blocks
+
+    found = []
+
+    def walk(lines):
+        for item in split_blocks(lines):
+            if not isinstance(item, Block) or item.name in (None, "code-cell"):
+                continue
+            if item.name in ("figure", "glue:figure") and not is_description(
+                    item.options.get("alt")):
+                found.append(f"{{{item.name}}} {item.arg}")
+            walk(item.body)
+
+    walk(markdown.split("\n"))
+    for alt, src in re.findall(r"!\[([^\]]*)\]\(([^)\s]*)", markdown):
+        if not is_description(alt):
+            found.append(f"image {src}")
+    for tag in re.findall(r"<img\b[^>]*>", markdown):
+        alt = re.search(r"""\balt=["']([^"']*)["']""", tag)
+        if not is_description(alt and alt.group(1)):
+            found.append(tag)
+    described = figure_alt_texts(markdown)
+    for cell in _FIGURE_CELL.findall(markdown):
+        keys = re.findall(r"""\bglue\(\s*["'](fig-[^"']+)["']""", cell)
+        found += [f"glued {key}" for key in keys if key not in described]
+        if re.search(r"\bplt\.(?:subplots|figure)\(", cell) and not (
+                re.search(r"\bglue\([^)]*display=False", cell) and "plt.close(" in cell):
+            found.append(f"a figure drawn in a cell: {cell.splitlines()[1][:60]}")
+    return found
+
+
+def test_the_alt_text_check_finds_undescribed_figures():
+    good = ("```{code-cell} ipython3\nfig, ax = plt.subplots()\n"
+            "glue(\"fig-a\", fig, display=False)\nplt.close(fig)\n```\n\n"
+            "```{glue:figure} fig-a\n:name: fig-a\n:alt: A line rising from left to right.\n\n"
+            "Caption.\n```\n")
+    assert undescribed_figures(good) == []
+    assert undescribed_figures(good.replace(":alt: A line rising from left to right.\n",
+                                            "")) == ["{glue:figure} fig-a", "glued fig-a"]
+    assert undescribed_figures(good.replace("A line rising from left to right.",
+                                            "fig-a.png")) == ["{glue:figure} fig-a"]
+    assert undescribed_figures(good.replace(", display=False", "")) == [
+        "a figure drawn in a cell: fig, ax = plt.subplots()"]
+    assert undescribed_figures("![](plot.png) and ![a plot](b.png)") == [
+        "image plot.png", "image b.png"]
+    assert undescribed_figures('<img src="x.png">') == ['<img src="x.png">']
+    assert undescribed_figures("```{figure} x.png\n:alt: x.png\n```") == ["{figure} x.png"]
+
+
+def test_every_figure_of_the_book_is_described_in_its_source(book_tools):
+    """No build needed: every page of the book describes every figure it shows."""
+    from mhacore.editions.reader import figure_alt_texts, toc_pages
+
+    ROOT, _, _ = book_tools
+    figures = 0
+    for page in toc_pages(ROOT):
+        text = page.read_text(encoding="utf-8")
+        assert undescribed_figures(text) == [], page.name
+        figures += len(figure_alt_texts(text))
+    assert figures >= 15
+
+
+def test_every_image_on_the_site_is_described(html_dir):
+    """Every ``<img>`` the site shows (chapters, pages, slides) has alt text that
+    describes it, and the notebooks it offers for download with their outputs describe
+    every figure they show."""
+    from bs4 import BeautifulSoup
+
+    images = 0
+    for page in sorted(html_dir.rglob("*.html")):
+        if "_static" in page.parts or "reveal.js" in page.parts:
+            continue
+        soup = BeautifulSoup(page.read_text(encoding="utf-8", errors="replace"), "html.parser")
+        for image in soup.find_all("img"):
+            images += 1
+            assert is_description(image.get("alt")), (str(page.relative_to(html_dir)),
+                                                      image.get("alt"))
+    assert images >= 15
+    downloads = sorted((html_dir / "_sources").rglob("*-outputs.ipynb"))
+    assert downloads
+    for path in downloads:
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        for cell in notebook["cells"]:
+            for output in cell.get("outputs", []):
+                for mime in output.get("data", {}):
+                    if mime.startswith("image/"):
+                        alt = output.get("metadata", {}).get(mime, {}).get("alt")
+                        assert is_description(alt), (path.name, mime)
