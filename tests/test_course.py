@@ -140,9 +140,27 @@ def test_make_lab_opens_the_student_notebooks_not_the_chapters():
 
 @pytest.fixture(scope="module")
 def instructor_pack(tmp_path_factory):
+    """The instructor pack, its slides made by a stand-in for ``write_decks`` that makes
+    every session's deck but session 9's (the real decks need the build's executed
+    chapters: test_instructor_pack_holds_the_decks_of_the_build)."""
+    from mhacore.editions import slides
     from mhacore.editions.teach import generate
 
-    return generate("instructor", tmp_path_factory.mktemp("pack"), ROOT)
+    executed = tmp_path_factory.mktemp("executed")
+    (executed / "01-nadaraya-watson.ipynb").write_text("{}", encoding="utf-8")
+
+    def write_decks(out, executed_dir, sessions=None, book=None, **options):
+        (session,) = sessions
+        if session == 9:
+            raise ValueError("session 9 has no slides: book/slides/session-9.md does not exist")
+        Path(out).mkdir(parents=True, exist_ok=True)
+        deck = Path(out) / f"session-{session}.slides.html"
+        deck.write_text(f"<section>session {session}</section>", encoding="utf-8")
+        return [deck]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(slides, "write_decks", write_decks)
+        return generate("instructor", tmp_path_factory.mktemp("pack"), ROOT, executed=executed)
 
 
 def test_answer_key_has_every_exercise_and_solution(instructor_pack):
@@ -167,7 +185,12 @@ def test_instructor_readme_speaks_to_instructors(instructor_pack):
     readme = (instructor_pack / "README.md").read_text(encoding="utf-8")
     assert "for you, the instructor" in readme and "answer-key.html" in readme
     assert "your instructor" not in readme and "make test" not in readme
-    assert "slides the plan links to are not in the pack" in readme
+    # the slides are in the pack; a session without a deck is named, with the way to add it
+    assert "- `slides/`: the slides, one reveal.js deck per session" in readme
+    assert ("Some sessions have no deck in this pack:\n\n"
+            "- session 9: book/slides/session-9.md does not exist\n") in readme
+    assert "`--executed DIR`" in readme and "`make book`" in readme
+    assert "written working\nin a cell graded by hand" in readme  # the nbgrader course
 
 
 def test_teaching_plan_names_chapters_exercises_and_slides(instructor_pack):
@@ -183,7 +206,16 @@ def test_teaching_plan_names_chapters_exercises_and_slides(instructor_pack):
         assert source.stem not in plan.replace(f"({source.stem}.ipynb)", ""), source.stem
     assert ("- **Read before.** [Kernel smoothing and the Nadaraya–Watson estimator]"
             "(01-nadaraya-watson.ipynb).") in plan
+    # session headings name the chapter by number and title, never by its file name
+    assert ("\n### Week 1, session 1 — kernel smoothing (Chapter 1, *Kernel smoothing and "
+            "the Nadaraya–Watson estimator*)\n") in plan
+    headings = re.findall(r"^###.*\bsession \d+\b.*$", plan, re.M)
+    assert len(headings) == 9 and all(re.search(r"\(Chapter [1-8], \*[^*]+\*", h)
+                                       for h in headings), headings
+    # slides: the decks in the pack, the missing one in the built site
     assert "../slides/" not in plan and "session-9.slides.html` of the built site" in plan
+    for n in range(1, 9):
+        assert f"[session {n} (reveal.js)](slides/session-{n}.slides.html)" in plan, n
     assert "\n| week | session | date | topic | read before | homework due |\n" in plan
     assert "**Table**" not in plan and "tabularcolumns" not in plan  # plain tables
     assert "{exec-time}" not in plan and "build status page" not in plan
@@ -223,21 +255,21 @@ def test_cost_lines_are_measured(strict_build):
 
 
 def _assert_slides_read_cleanly(name, page):
-    """No exercises or self-check verdicts, no raw labels, no slide of more than
-    MAX_WORDS words of text."""
+    """No exercises or self-check verdicts, no raw labels, roles or citation keys, no
+    number in quotes, no filler slide ("Cost ..."), a title on every slide."""
     from bs4 import BeautifulSoup
 
-    from mhacore.editions.slides import MAX_WORDS, word_count
-
     soup = BeautifulSoup(page, "html.parser")
+    for node in soup.select("script, style, .math"):
+        node.decompose()
     text = " ".join(soup.get_text(" ").split())
     assert not re.search(r"Exercise \d+\.\d+|Correct \(ex-|Your turn \(ex-", text), name
-    assert not re.search(r"\b(?:thm|fig|def|prop|lem|eq|ex)-[a-z][\w-]*", text), name
-    assert not re.search(r"\[[a-z]+\d{4}[a-z]*\]", text), name  # citation keys
-    slides = [s for s in soup.find_all("section") if not s.find("section")]
-    for slide in slides:
-        prose = " ".join(d.get_text(" ") for d in slide.find_all(class_="jp-RenderedMarkdown"))
-        assert word_count(prose) <= MAX_WORDS, (name, prose[:200])
+    assert not re.search(r"\b(?:thm|fig|def|prop|lem|rem|eq|ex)-[a-z][\w-]*", text), name
+    assert not re.search(r"\[[a-z]+\d{4}[a-z]*\]|\{[\w:-]+\}`", text), name  # keys, roles
+    assert not re.search(r"""['"‘’][−+-]?\d[\d.,]*['"‘’]""", text), name  # '-0.087'
+    slides = soup.select("div.slides > section")
+    assert slides[0].select_one("h1") and all(s.select_one("h2") for s in slides[1:]), name
+    assert not [s for s in slides[1:] if s.h2.get_text().strip().startswith("Cost")], name
 
 
 def test_slides_are_built_offline(strict_build):
@@ -247,10 +279,11 @@ def test_slides_are_built_offline(strict_build):
     for deck in decks:
         page = deck.read_text(encoding="utf-8")
         assert not re.findall(r"""(?:src|href)=["']https?://|import\(["']https?://""", page)
-        assert "reveal.js/dist/reveal.js" in page and "<section" in page
+        assert "reveal.js/dist/reveal.js" in page and '<section class="deck-slide' in page
         assert "BEGIN SOLUTION" not in page and "{solution}" not in page
         _assert_slides_read_cleanly(deck.name, page)
     assert (html / "slides" / "reveal.js" / "dist" / "reveal.js").is_file()
+    assert (html / "slides" / "tex-svg-full.js").is_file()
     course = (html / "book" / "course.html").read_text("utf-8")
     for n in range(1, 10):
         assert f'href="../slides/session-{n}.slides.html"' in course
@@ -339,67 +372,63 @@ def test_student_site_keeps_its_word(student_site, html_dir):
 # --- slides and the nbgrader command, without a build ----------------------------------
 
 def _executed_chapter():
+    """A tiny executed chapter: a glued figure and number, a theorem with its proof, a
+    solution, exercises with a self-check output; with a course page and a deck source."""
     import nbformat
 
     new_md, new_code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
-    shown = nbformat.v4.new_output("stream", name="stdout", text="printed 1\n")
-    warning = nbformat.v4.new_output("stream", name="stderr", text="a warning\n")
-    cells = [new_md("# Title\n\nIntro."), new_md("## One\n\nText {glue:text}`rho:.2f`."),
-             new_code("print(1)", outputs=[shown, warning]),
-             new_md("```{glue:figure} fig-a\n:name: fig-a\n```"),
-             new_code("secret = 42"),
-             new_md("## Two\n\n```{solution} ex-1\nhidden answer\n```\nVisible."),
-             new_md("## Three\n\nBy {prf:ref}`thm-a` and {numref}`fig-a` "
-                    "{cite}`breiman2001,nobody`, see {eq}`eq-b`.\n\n:::{prf:theorem} Big\n"
-                    ":label: thm-a\n\n" + " ".join(["It holds."] * 70) + "\n:::"),
-             new_md("## Long\n\n" + "\n\n".join(f"Paragraph {i} " + "word " * 50 + "end."
-                                                  for i in range(5))),
-             new_md("Before the exercises.\n\n## Exercises\n\nDo this."),
-             new_md("```{exercise} 1.2 — Next ★\n:label: ex-1-2\n\nMore.\n```"),
+    cells = [new_md("# Title\n\nIntro."),
+             new_md("## One\n\nText {glue:text}`rho:.2f`.\n\n```{glue:figure} fig-a\n"
+                    ":name: fig-a\n\nA caption.\n```"),
+             new_md(":::{prf:theorem} Big\n:label: thm-a\n\nIt holds.\n:::\n\n"
+                    ":::{prf:proof}\nA secret argument.\n:::"),
+             new_md("## Exercises\n\n```{exercise} 1.2 — Next ★\n:label: ex-1-2\n\nMore.\n```"
+                    "\n\n```{solution} ex-1-2\nhidden answer\n```"),
              new_code("check('ex-1-2', answer)", outputs=[nbformat.v4.new_output(
                  "display_data", data={"text/plain": "Correct (ex-1-2)."})])]
-    cells[4].metadata["tags"] = ["solution", "remove-cell"]
     glued = {"rho": {"output_type": "display_data", "metadata": {},
-                     "data": {"text/plain": "0.123456"}},
+                     "data": {"text/plain": "'0.123456'"}},
              "fig-a": {"output_type": "display_data", "metadata": {},
                        "data": {"text/plain": "<Figure>", "image/png": "iVBORw0KGgo="}}}
-    return nbformat.v4.new_notebook(cells=cells), glued
+    course = "## Sessions\n\n### Week 1, session 1 — x ({doc}`01-x`)\n\n- **Lecture (30 min).**\n"
+    deck = ("# Smoothing\n\n## Why\n- Rho is {glue}`rho`, by {prf:ref}`thm-a`.\n"
+            "{figure}`fig-a`\n\n## The statement\n{statement}`thm-a`\n")
+    return nbformat.v4.new_notebook(cells=cells), glued, course, deck
 
 
-def test_session_deck_keeps_sections_figures_and_no_solutions():
+def test_session_deck_pulls_from_the_chapter_and_shows_no_solution(tmp_path):
+    import json
+
+    import nbformat
+
     from mhacore.editions.reader import Book, Target
-    from mhacore.editions.slides import MAX_WORDS, session_notebook, word_count
+    from mhacore.editions.slides import deck_name, write_decks
 
-    chapter, glued = _executed_chapter()
-    book = Book(labels={"thm-a": Target("prf:theorem", "3.1", "03-x", "A"),
-                        "fig-a": Target("figure", "3.4", "03-x", ""),
-                        "eq-b": Target("equation", "3.16", "03-x", "")},
-                references={"breiman2001": {"who": "Breiman", "year": "2001", "entry": ""}})
-    deck = session_notebook(chapter, None, glued, book, "03-x")
-    text = "\n".join(c.source for c in deck.cells)
-    assert "Text 0.12." in text and "Visible." in text and "Before the exercises." in text
-    assert "hidden answer" not in text and "secret" not in text and "Do this" not in text
-    # nothing from the Exercises heading on: no later exercise, no self-check output
-    assert "Exercise" not in text and "Correct" not in str(deck.cells)
-    assert "By Theorem 3.1 and Figure 3.4 (Breiman, 2001; nobody), see (3.16)." in text
-    # a theorem longer than a slide: cut at its sentences, as plain paragraphs
-    assert "**Theorem 3.1 (Big).**" in text and text.count("It holds.") == 70
-    assert not re.search(r"^>", text, re.M)
-    outputs = [o for c in deck.cells if c.cell_type == "code" for o in c.outputs]
-    assert [o.get("text") for o in outputs if o.output_type == "stream"] == ["printed 1\n"]
-    assert any("image/png" in o.get("data", {}) for o in outputs)  # the glued figure
-    types = [c.metadata.slideshow.slide_type for c in deck.cells]
-    assert types.count("slide") == 5  # the title and the four sections
-    words = [word_count(c.source) for c in deck.cells if c.cell_type == "markdown"]
-    assert max(words) <= MAX_WORDS == 120 and sum(words) > 5 * 52  # split, nothing lost
-    assert text.count("Paragraph") == 5  # 5 paragraphs of 53 words: 3 slides
-    assert sum("Paragraph" in c.source for c in deck.cells) == 3
-    first, second = (session_notebook(chapter, half, glued) for half in (0, 1))
-    assert "## One" in first.cells[1].source and "## Long" not in str(first.cells)
-    assert second.cells[0].source.startswith("# Title") and "## One" not in str(second.cells)
-    assert "## Three" in str(second.cells)
-    with pytest.raises(ValueError, match="half must be None, 0 or 1; got 2"):
-        session_notebook(chapter, 2)
+    chapter, glued, course, deck = _executed_chapter()
+    root, executed, out = tmp_path / "repo", tmp_path / "executed", tmp_path / "slides"
+    (root / "book" / "slides").mkdir(parents=True)
+    executed.mkdir()
+    (root / "book" / "course.md").write_text(course, encoding="utf-8")
+    (root / "book" / "slides" / "session-1.md").write_text(deck, encoding="utf-8")
+    nbformat.write(chapter, executed / "01-x.ipynb")
+    (executed / "01-x.glue.json").write_text(json.dumps(glued), encoding="utf-8")
+    book = Book(labels={"thm-a": Target("prf:theorem", "1.1", "01-x", "Big"),
+                        "fig-a": Target("figure", "1.2", "01-x", "")},
+                titles={"01-x": "Title"})
+    provenance = {"version": "1.2.3", "commit": "abcdef0"}
+    written = write_decks(out, executed, book=book, root=root, provenance=provenance)
+    assert written == [out / deck_name(1)]
+    page = written[0].read_text(encoding="utf-8")
+    _assert_slides_read_cleanly(deck_name(1), page)
+    assert "Rho is 0.12, by Theorem 1.1." in page and "<figcaption>Figure 1.2</figcaption>" in page
+    assert "Theorem 1.1 (Big)." in page and "It holds." in page
+    assert "secret" not in page and "hidden answer" not in page and "Correct" not in page
+    assert "Chapter 1: Title" in page and "Lecture, 30 min" in page
+    assert "mhacore 1.2.3 · commit abcdef0" in page and page.count("<section") == 3
+    assert (out / "reveal.js" / "dist" / "reveal.js").is_file()
+    with pytest.raises(ValueError, match="session 1 has no slides: .*zh_CN/slides/session-1.md"):
+        write_decks(out, executed, book=book, root=root, provenance=provenance,
+                    language="zh_CN")
 
 
 def test_teach_nbgrader_command_writes_one_assignment_per_week(tmp_path):
@@ -422,8 +451,12 @@ def test_teach_nbgrader_command_writes_one_assignment_per_week(tmp_path):
 def test_points_per_week_are_the_courses_own():
     """The course page's table of points per week is the nbgrader course's: one autograded
     point per self-checked exercise of the week's chapters, two points of working per
-    exercise (issue 26, item 3)."""
-    from mhacore.editions.grading import WEEKS
+    exercise (issue 26, item 3): the nbgrader notebooks' hidden tests and working cells
+    hold exactly these points."""
+    from mhacore.editions.grading import WEEKS, assignment_notebook, manual_points
+    from mhacore.editions.reader import read_book
+
+    book = read_book(ROOT)
 
     text = (ROOT / "book" / "course.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| (\d)(?: \(optional\))? \| ([\d, ]+) \| (\d+) \| (\d+) \| (\d+) \|$", text, re.M)
@@ -435,6 +468,15 @@ def test_points_per_week_are_the_courses_own():
                                           next(ROOT.glob(f"book/{n}-*.md")).read_text(encoding="utf-8"))]
         assert int(auto) == sum(label in EXERCISES for label in labels), week
         assert int(by_hand) == len(labels) and int(working) == 2 * len(labels), week
+        # and the nbgrader course's: its hidden tests, and its working cells graded by hand
+        notebooks = [assignment_notebook(s, book)[0] for s in chapter_sources(ROOT)
+                     if s.name[:2] in numbers]
+        tests = [c.metadata.nbgrader.points for nb in notebooks for c in nb.cells
+                 if c.metadata.get("nbgrader", {}).get("grade")
+                 and not c.metadata.nbgrader.solution]
+        manual = [p for nb in notebooks for p in manual_points(nb).values()]
+        assert (len(tests), sum(tests)) == (int(auto), int(auto)), week
+        assert (len(manual), sum(manual)) == (int(by_hand), int(working)), week
 
 
 def test_reading_times_are_counted_from_the_chapters(html_dir):
@@ -469,3 +511,75 @@ def test_the_converter_keeps_the_full_editions_passages():
         assert gone not in plain, gone
     assert "## Everyone in the full edition" in plain
     assert "About 15 min (1,234 words)." in plain
+
+
+# --- the instructor pack's slides and the plan's chapter names (issue 26, item 3) ------
+
+def test_instructor_pack_without_executed_chapters_says_so(tmp_path, monkeypatch, capsys):
+    """No executed chapters where ``make book`` leaves them: the pack is written without
+    slides, and its README, its plan and a note on stderr say how to add them; an
+    ``--executed`` folder without executed chapters is a usage error."""
+    from mhacore.editions import teach
+
+    monkeypatch.setattr(teach, "EXECUTED", Path("_build") / "no-such-folder")
+    assert teach.main(["instructor", "--out", str(tmp_path / "pack"), "--book", str(ROOT)]) == 0
+    note = capsys.readouterr().err
+    assert note.startswith("note: the pack has no slides: they are made from the executed")
+    assert "--executed DIR" in note and "README.md" in note
+    readme = (tmp_path / "pack" / "README.md").read_text(encoding="utf-8")
+    assert "The slides are not in this pack: they are made from the executed" in readme
+    assert "`--executed DIR`" in readme and "- `slides/`" not in readme
+    assert not (tmp_path / "pack" / "slides").exists()
+    plan = (tmp_path / "pack" / "teaching-plan.md").read_text(encoding="utf-8")
+    assert plan.count(".slides.html` of the built site") == 9
+    (tmp_path / "empty").mkdir()
+    assert teach.main(["instructor", "--out", str(tmp_path / "other"), "--book", str(ROOT),
+                       "--executed", str(tmp_path / "empty")]) == 2
+    assert "executed must be a folder of executed chapters" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()
+    with pytest.raises(ValueError, match="executed is for the instructor pack"):
+        teach.generate("student", tmp_path / "student", ROOT, executed=tmp_path / "empty")
+
+
+def test_plan_names_chapters_by_number_and_title_not_file_name():
+    from mhacore.editions.reader import Book, chapter_numbers, read_book
+    from mhacore.editions.teach import plan_markdown
+
+    book = read_book(ROOT)
+    course = COURSE.read_text(encoding="utf-8")
+    sessions = re.findall(r"^###[^\n]*\bsession (\d+)\b[^\n]*\{doc\}`chapter \d <([\w-]+)>`",
+                          course, re.M)
+    assert len(sessions) == 9
+    # on the site too: a bare {doc}`slug` in a heading shows the file name in "On this page"
+    assert not re.search(r"^#.*\{doc\}`[\w-]+`", course, re.M)
+    plan = plan_markdown(course, book, chapter_numbers(ROOT))
+    numbers = chapter_numbers(ROOT)
+    for session, stem in sessions:
+        heading = next(line for line in plan.split("\n")
+                       if re.match(rf"###.*\bsession {session}\b", line))
+        assert f"(Chapter {numbers[stem]}, *{book.titles[stem]}*" in heading, heading
+        assert stem not in heading, heading
+    # without chapter numbers, the title alone; never the file name
+    assert plan_markdown("## A ({doc}`01-x`)", Book(titles={"01-x": "X*"})) == r"## A (*X\**)"
+
+
+def test_instructor_pack_holds_the_decks_of_the_build(html_dir, tmp_path):
+    """The pack made from the chapters the build executed: every session's deck, with
+    reveal.js beside them, each linked from the plan, and every figure described."""
+    from bs4 import BeautifulSoup
+
+    from mhacore.editions.teach import generate
+
+    executed = html_dir.parent / "jupyter_execute" / "book"
+    pack = generate("instructor", tmp_path / "pack", ROOT, executed=executed)
+    readme = (pack / "README.md").read_text(encoding="utf-8")
+    assert "- `slides/`" in readme and "no deck" not in readme
+    plan = (pack / "teaching-plan.md").read_text(encoding="utf-8")
+    assert "of the built site" not in plan
+    for n in range(1, 10):
+        deck = pack / "slides" / f"session-{n}.slides.html"
+        assert f"](slides/session-{n}.slides.html)" in plan and deck.is_file(), n
+        for image in BeautifulSoup(deck.read_text("utf-8"), "html.parser").find_all("img"):
+            assert len((image.get("alt") or "").split()) >= 5, (n, image.get("alt"))
+    assert (pack / "slides" / "reveal.js" / "dist" / "reveal.js").is_file()
+

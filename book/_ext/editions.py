@@ -28,11 +28,9 @@ as the page shows them (``localized_outputs.py``).
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 CACHE_ENV = "MHACORE_BOOK_CACHE"
@@ -100,24 +98,11 @@ def prepare_cache(cache: Path, fingerprint: str) -> Path:
 
 
 def provenance(root: Path) -> dict[str, str]:
-    """The package version, the short commit (``+`` when the tree has changes) and the
-    build date (``SOURCE_DATE_EPOCH`` when set, for reproducible builds)."""
-    from mhacore import __version__
+    """The package version, the short commit and the build date
+    (:func:`mhacore.editions.common.build_provenance`)."""
+    from mhacore.editions.common import build_provenance
 
-    def git(*args):
-        try:
-            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                                  timeout=30).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    if commit != "unknown" and git("status", "--porcelain", "--untracked-files=no"):
-        commit += "+"
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    when = (datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc) if epoch
-            else datetime.datetime.now(datetime.timezone.utc))
-    return {"version": __version__, "commit": commit, "date": when.strftime("%Y-%m-%d")}
+    return build_provenance(root)
 
 
 def _configure(app, config):

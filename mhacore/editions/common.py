@@ -92,3 +92,28 @@ def mathjax_file() -> Path:
     import mathjax
 
     return Path(mathjax.__file__).parent / "static" / "mathjax" / "es5" / MATHJAX
+
+
+def build_provenance(root: Path) -> dict[str, str]:
+    """The package version, the short commit (``+`` when the tree has changes) and the
+    build date (``SOURCE_DATE_EPOCH`` when set, for reproducible builds)."""
+    import datetime
+    import os
+    import subprocess
+
+    from .._version import __version__
+
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                                  timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    if commit != "unknown" and git("status", "--porcelain", "--untracked-files=no"):
+        commit += "+"
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = (datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc) if epoch
+            else datetime.datetime.now(datetime.timezone.utc))
+    return {"version": __version__, "commit": commit, "date": when.strftime("%Y-%m-%d")}

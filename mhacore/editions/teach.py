@@ -74,7 +74,8 @@ SLIDES = "slides"  # the pack's folder of decks
 _SLIDE_LINK = re.compile(r'<a href="\.\./slides/(session-(\d+)\.slides\.html)">([^<]*)</a>')
 SLIDES_IN_SITE = "`slides/{}` of the built site (`make book` writes it into `_build/html`)"
 _SESSION_HEADING = re.compile(r"^###\s.*?\bsession (\d+)\b", re.M)
-_DOC = re.compile(r"\{doc\}`([^`<>]+)`")  # a {doc} role that gives no text of its own
+# a {doc} role, with or without text of its own ({doc}`chapter 1 <01-nw>`): group 1 is the page
+_DOC = re.compile(r"\{doc\}`(?:[^`<>]*<)?([^`<>]+?)>?`")
 
 
 def plan_markdown(plan: str, book: Book, chapters: dict[str, int] | None = None,
@@ -97,7 +98,7 @@ def plan_markdown(plan: str, book: Book, chapters: dict[str, int] | None = None,
     - **Slides.** `slides/session-1.slides.html` of the built site (`make book` writes it into `_build/html`).
     >>> print(plan_markdown(link, Book(), decks=frozenset({1})))
     - **Slides.** [session 1](slides/session-1.slides.html).
-    >>> heading = "### Week 1, session 1 — smoothing ({doc}`01-nw`)"
+    >>> heading = "### Week 1, session 1 — smoothing ({doc}`chapter 1 <01-nw>`)"
     >>> print(plan_markdown(heading, Book(titles={"01-nw": "Kernel smoothing"}), {"01-nw": 1}))
     ### Week 1, session 1 — smoothing (Chapter 1, *Kernel smoothing*)
     """
@@ -133,7 +134,8 @@ def _executed_dir(book_root: Path, executed: Path | None) -> Path | None:
     return default if any(default.glob("[0-9][0-9]-*.ipynb")) else None
 
 
-def _write_slides(folder: Path, executed: Path | None, plan: str, book: Book) -> dict:
+def _write_slides(folder: Path, executed: Path | None, plan: str, book: Book,
+                  book_root: Path) -> dict:
     """Write the deck of each session of ``plan`` into ``folder`` from ``executed``;
     return ``{session: None}`` for each deck written and ``{session: why}`` for each
     left out."""
@@ -145,7 +147,7 @@ def _write_slides(folder: Path, executed: Path | None, plan: str, book: Book) ->
     made = {}
     for session in sessions:
         try:
-            write_decks(folder, executed, sessions=[session], book=book)
+            write_decks(folder, executed, sessions=[session], book=book, root=book_root)
             made[session] = None
         except ValueError as exc:  # no executed chapter or no source for this session
             why = " ".join(str(exc).split()).replace(f"{Path.cwd()}/", "")
@@ -202,7 +204,7 @@ def generate(kind: str, out: Path, book_root: Path = Path("."), make_zip: bool =
         decks = {}
         if kind == "instructor" and (book_root / TEACHING_PLAN).is_file():
             plan = read_source(book_root / TEACHING_PLAN, "teaching plan")
-            decks = _write_slides(stage / SLIDES, executed, plan, book)
+            decks = _write_slides(stage / SLIDES, executed, plan, book, book_root)
             made = frozenset(n for n, why in decks.items() if why is None)
             try:
                 plan = plan_markdown(plan, book, chapter_numbers(book_root), made)
