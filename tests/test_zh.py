@@ -219,17 +219,25 @@ def test_zh_index_is_mostly_chinese(zh_html):
     assert cjk > 0.6 * (cjk + latin), (cjk, latin)
 
 
-def pasted_and_computed(path: Path) -> dict[str, collections.Counter]:
-    """Glued numbers, formulas and cell outputs of a page, as multisets of their text."""
+def pasted_and_computed(path: Path, language: str | None = None
+                        ) -> dict[str, collections.Counter]:
+    """Glued numbers, formulas and cell outputs of a page, as multisets of their text;
+    with ``language``, each output as the package's catalog renders it in that language
+    (the zh build translates the package's own printed lines, nothing else)."""
     from bs4 import BeautifulSoup
+
+    from mhacore.i18n import translate_rendered
 
     soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
 
-    def texts(selector):
-        return collections.Counter(" ".join(n.get_text().split()) for n in soup.select(selector))
+    def texts(selector, render=lambda text: text):
+        return collections.Counter(" ".join(render(n.get_text()).split())
+                                   for n in soup.select(selector))
 
+    outputs = (texts(".cell_output") if language is None else
+               texts(".cell_output", lambda text: translate_rendered(text, language)))
     return {"glued text": texts(".pasted-text, .pasted-inline"),
-            "math": texts(".math"), "outputs": texts(".cell_output")}
+            "math": texts(".math"), "outputs": outputs}
 
 
 def test_glued_numbers_formulas_and_outputs_equal_the_english(zh_html, html_dir):
@@ -237,7 +245,7 @@ def test_glued_numbers_formulas_and_outputs_equal_the_english(zh_html, html_dir)
     assert len(chapters) >= 8
     glued = 0
     for chapter in chapters:
-        english = pasted_and_computed(html_dir / chapter)
+        english = pasted_and_computed(html_dir / chapter, language="zh_CN")
         chinese = pasted_and_computed(zh_html / chapter)
         assert chinese == english, chapter
         glued += sum(english["glued text"].values())
@@ -488,3 +496,266 @@ def test_every_debian_package_the_browser_uses_is_listed(editions, tmp_path):
     assert not debian.unlisted(files)
     problems = debian.unlisted(files, package_list=debian.without("fonts-noto-cjk", tmp_path))
     assert any(p.startswith("fonts-noto-cjk ") for p in problems), problems
+
+
+# --- English a reader meets in the Chinese edition ------------------------------------------
+#
+# Every page of the Chinese site, and every page of the Chinese PDF, is read for English
+# words outside what stays English by design:
+# - code, math, and the outputs a code cell prints (console text, computed), glued numbers
+#   and text (computed; `pasted-text`), citations and the bibliography, URLs, and tokens that
+#   are identifiers (with a digit, `_`, `/`, a dot before a letter, `::`, or two hyphens:
+#   `0.1.0`, `ex-1-1`, `nw-bandwidth-rate`, `.ipynb`; the ids of mhacore's checks,
+#   `bvc-identity`), and the language switch ("English");
+# - names: people, places, species, software (ENGLISH_NAMES, and every person of
+#   book/references.bib), abbreviations and names with a capital inside a word (NW, MSE,
+#   HDI, SymPy, MiniLM, arXiv), single letters (variables, "(a)"), roman enumerators ("(ii)"),
+#   and the names of math's functions (sin, log, Var, tr: MATH_OPERATORS), which the
+#   ledger's tables also write in plain text;
+# - English the Chinese text shows on purpose: a gloss (English in full-width parentheses
+#   right after the Chinese term it glosses, "串联跑动（tandem run）", as the glossary asks
+#   for a term's first use), a verbatim quote (“Close”, a program's message, “…” holding no
+#   Chinese) and a title of a work in 《》.
+# What a page may still show is ENGLISH_ALLOWANCE words: one or two words of a term with no
+# settled Chinese name, and never a sentence, a title or a label. Rendered Markdown that a
+# cell displays (the ledger's tables, the self-checks' replies) is counted: it is prose the
+# reader reads, even though the package computes it.
+ENGLISH_ALLOWANCE = 3
+ENGLISH_NAMES = frozenset("""
+    Adam Bernoulli Binet Cauchy Dirichlet Epanechnikov Fatou Frobenius Gram Grassmann Haar
+    Jensen Lagrange Lambert Mahalanobis Schmidt Schwarz Stiefel Student
+    Temnothorax albipennis Leptothorax
+    Binder Chromium Colab Debian Jupyter Linux Markdown Python Sphinx Transformer Triton
+    Ubuntu cffconvert gettext gloo jupyterlab jupytext mhacore myst nbgrader nccl numpy
+    statsmodels threadpoolctl torch torchrun tqdm formgrader Ctrl root umask
+    softmax logit logits delta et al
+""".split())
+ENGLISH_NAME_PHRASES = ("scikit-learn", "jupyter-cache", "TeX Live", "GitHub Pages",
+                        "Keep a Changelog", "Lambert-W")
+# The names of math's functions, and the roman page numbers of the PDF's front matter
+MATH_OPERATORS = frozenset("""
+    sin cos tan tanh exp log ln max min lim inf sup arg argmin argmax det tr diag const
+    arcsin arccos arctan Var Cov Corr ii iii iv vi vii viii ix xi xii xiii xiv
+""".split())
+_LATIN = "A-Za-zÀ-ÖØ-öø-ÿĀ-ſ"
+_LATIN_WORD = re.compile(rf"[{_LATIN}]+(?:['’][{_LATIN}]+)*")
+_TEX_MATH = re.compile(r"\\\(.*?\\\)|\\\[.*?\\\]|\$\$.*?\$\$|\$[^$\n]+\$", re.S)
+_URL = re.compile(r"(?:https?://|www\.)\S+")
+_IDENTIFIER = re.compile(r"\S*(?:[\d_/\\@=<>{}]|::|\.\w)\S*|\S*[a-z0-9]+(?:-[a-z0-9]+){2,}\S*")
+_ENUMERATOR = re.compile(r"\((?:i{1,3}|iv|vi{0,3}|ix|x)\)")
+_CJK_CHAR = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_ON_PURPOSE = re.compile(rf"《[^》]*》|“[^”{_CJK_CHAR}]*”"
+                         rf"|(?<=[{_CJK_CHAR}])\s*（\s*[{_LATIN}][{_LATIN}\s'’-]*）")
+# Chinese characters and punctuation end a token, as a space does in English
+_CJK_OR_PUNCTUATION = re.compile(rf"[{_CJK_CHAR}\u3000-\u303f\uff00-\uffef]")
+_NOT_READ = (
+    "script, style, noscript, svg, .math, code, pre, kbd, samp, .cell_output .output, "
+    ".pasted-text, .pasted-inline, .language-switch, .headerlink, .bibtex-citation, "
+    ".citation-list, .citation")
+_UPRIGHT_MATH = re.compile(r"\\(?:text|textrm|mathrm|operatorname|mbox)\{([^{}]*)\}"
+                           r"|\{\\rm\s+([^{}]*)\}")
+
+
+def bibliography_names() -> frozenset:
+    """Every word of the names of the people in book/references.bib."""
+    from pybtex.database import parse_file
+
+    words = set()
+    for entry in parse_file(str(ROOT / "book" / "references.bib")).entries.values():
+        for person in (p for people in entry.persons.values() for p in people):
+            for part in (*person.rich_first_names, *person.rich_middle_names,
+                         *person.rich_prelast_names, *person.rich_last_names):
+                words.update(_LATIN_WORD.findall(str(part)))
+    return frozenset(words)
+
+
+def math_words() -> frozenset:
+    """The words the English pages write upright in math (``\\text{bias}``,
+    ``\\mathrm{eff}``): the PDF sets them in the text font, so the PDF's English is read
+    without them (on the site, math is left out by its markup)."""
+    words = set()
+    for page in toc_pages(ROOT):
+        for upright in _UPRIGHT_MATH.findall(page.read_text(encoding="utf-8")):
+            words.update(_LATIN_WORD.findall(" ".join(upright)))
+    return frozenset(words) | MATH_OPERATORS
+
+
+_CHECK_IDS: list[str] = []
+
+
+def check_ids() -> list[str]:
+    """The ids of mhacore's registered checks (``bvc-identity``), longest first."""
+    if not _CHECK_IDS:
+        from mhacore.theorems import REGISTRY
+
+        _CHECK_IDS.extend(sorted(REGISTRY, key=len, reverse=True))
+    return _CHECK_IDS
+
+
+def english_words(text: str, names: frozenset) -> list[str]:
+    """The English words of ``text`` a Chinese reader meets (see the rules above), but
+    for the words in ``names``."""
+    for phrase in (*ENGLISH_NAME_PHRASES, *check_ids()):
+        text = text.replace(phrase, " ")
+    for pattern in (_ON_PURPOSE, _CJK_OR_PUNCTUATION, _TEX_MATH, _URL, _IDENTIFIER,
+                    _ENUMERATOR):
+        text = pattern.sub(" ", text)
+    return [word for word in _LATIN_WORD.findall(text)
+            if len(word) > 1 and word not in names and word not in MATH_OPERATORS
+            and not any(c.isupper() for c in word[1:])]
+
+
+def page_text(path: Path) -> str:
+    """What a reader reads on a page of the site: its text without what is not read as
+    prose (``_NOT_READ``), plus what the search box shows before one types."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    body = soup.body or soup
+    for node in body.select(_NOT_READ):
+        node.decompose()
+    shown = [tag["placeholder"] for tag in body.select("[placeholder]")]
+    return " ".join([body.get_text(" "), *shown])
+
+
+def english_table(counts: dict[str, list[str]]) -> str:
+    return "\n".join(f"{len(words):5}  {page}  "
+                     + " ".join(f"{w}×{n}" if n > 1 else w
+                                for w, n in collections.Counter(words).most_common(12))
+                     for page, words in counts.items())
+
+
+def test_english_word_count_keeps_to_its_rules(tmp_path):
+    names = bibliography_names() | ENGLISH_NAMES
+    assert "Nadaraya" in names and "Vedelsby" in names  # from references.bib
+    html = ("<html><body><p>练习 1.1 — The Epanechnikov constants ★ (derivation)</p>"
+            "<p>NW 估计器与 SymPy、softmax，见 ex-1-1、0.1.0、nw-bandwidth-rate、Fig. 6.1、与 "
+            "https://example.org/a b；(ii) 与 (a)；串联跑动（tandem run）；“Close”；"
+            "《Multi-Head Attention as Ensemble》。</p><span class='math'>x = \\sin y</span>"
+            "<div class='cell_output'><div class='output stream'><pre>holds</pre></div>"
+            "<p>Your turn (ex-1-1)</p></div><code>nw_estimate(q)</code>"
+            "<input placeholder='Search this book...'></body></html>")
+    page = tmp_path / "page.html"
+    page.write_text(html, encoding="utf-8")
+    assert english_words(page_text(page), names) == [
+        "The", "constants", "derivation", "Fig", "Your", "turn", "Search", "this", "book"]
+    assert english_words("max 与 min，bvc-identity", names) == []
+    assert english_words("\\text{bias}：bias", names | math_words()) == []
+
+
+def test_zh_pages_show_no_english_beyond_names_and_glosses(zh_html):
+    """Every page of the Chinese site: at most ENGLISH_ALLOWANCE English words a reader
+    meets (the rules above), page chrome included (author, copyright, version footer,
+    buttons, search box)."""
+    names = bibliography_names() | ENGLISH_NAMES
+    counts = {page: english_words(page_text(zh_html / page), names)
+              for page in site_pages(zh_html)}
+    assert len(counts) >= 20
+    print("English words per page of the Chinese site:\n" + english_table(counts))
+    over = {page: words for page, words in counts.items() if len(words) > ENGLISH_ALLOWANCE}
+    assert not over, "\n" + english_table(over)
+
+
+def test_zh_exercises_are_named_in_chinese(zh_html):
+    """An exercise's title and the text of a link to it are the catalog's Chinese: the
+    course page's homework reads "练习 7.1（三个头的几何权重）", never "Exercise 7.1 (...)"."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup((zh_html / "book" / "course.html").read_text(encoding="utf-8"),
+                         "html.parser")
+    links = [a.get_text() for a in soup.select("article a.reference.internal")
+             if re.search(r"#ex-\d+-\d+$", a.get("href", ""))]
+    assert len(links) >= 20
+    assert all(re.fullmatch(r"练习 \d+\.\d+（[^（）]+）", text) for text in links), links
+    chapter = BeautifulSoup((zh_html / "book" / "07-structured-weights.html").read_text(
+        encoding="utf-8"), "html.parser")
+    titles = [" ".join(t.get_text(" ").split()) for t in chapter.select("p.admonition-title")]
+    exercises = [t for t in titles if re.match(r"(解答 )?练习 7\.\d", t)]
+    assert len(exercises) == 6, titles  # three exercises and their solutions
+    assert all(CJK.search(t.split("—", 1)[1]) for t in exercises), exercises
+
+
+_PDF_CITATION = re.compile(r"\[[^\[\]]*\d{4}[a-z]?\s*\]|\S+ and \S+(?=\s*\[\s*\d{4}[a-z]?\s*\])")
+
+
+def pdf_pages_as_read(path: Path) -> tuple[list[str], int]:
+    """The PDF's text, one string per page, without what is set in a monospaced font (code,
+    outputs) or the math font; and the number of the page where the bibliography starts
+    (from the PDF's outline), whose pages list the references' own titles."""
+    from xml.etree import ElementTree
+
+    xml = subprocess.run(["pdftohtml", "-xml", "-i", "-stdout", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    root = ElementTree.fromstring(xml.encode("utf-8"))
+    fonts, pages = {}, []
+    for page in root.iter("page"):
+        fonts.update({spec.get("id"): spec.get("family") for spec in page.iter("fontspec")})
+        pieces = [" ".join(text.itertext()) for text in page.iter("text")
+                  if not re.search(r"Mono|Math", fonts[text.get("font")])]
+        # a word hyphenated at the end of a line ("Trans-" "former") is one word, and so
+        # is a name ("all-" "MiniLM-L6-v2"); citations ("[Krogh and Vedelsby, 1995]",
+        # "Krogh and Vedelsby [1995]") are names
+        text = re.sub(rf"(?<=[{_LATIN}])- (?=[a-z])", "", " ".join(pieces))
+        text = re.sub(rf"(?<=[{_LATIN}])- (?=[A-Z0-9])", "-", text)
+        pages.append(_PDF_CITATION.sub(" ", text))
+    starts = [int(item.get("page")) for item in root.iter("item")
+              if (item.text or "").strip() == "参考文献"]
+    return pages, (starts[-1] if starts else len(pages) + 1)
+
+
+@needs_tex_cjk
+def test_zh_pdf_shows_no_english_beyond_names_and_glosses(zh_pdf):
+    """The Chinese PDF, page by page, by the site's rules: LaTeX's own labels in Chinese
+    ("第 3 章", "第 I 部分", "定理 1.1", the running footer, the title page) and at most
+    ENGLISH_ALLOWANCE English words on a page before the bibliography."""
+    path, _ = zh_pdf
+    if shutil.which("pdftohtml") is None:
+        pytest.skip("needs poppler's pdftohtml")
+    pages, bibliography = pdf_pages_as_read(path)
+    flat = "".join("".join(page.split()) for page in pages)
+    for label in ("第1章", "第8章", "第I部分", "定理1.1", "定义1.1", "注记1.1", "mhacore项目组"):
+        assert label in flat, label
+    names = bibliography_names() | ENGLISH_NAMES | math_words()
+    counts = {f"page {k}": english_words(text, names)
+              for k, text in enumerate(pages[:bibliography - 1], start=1)}
+    print("English words per page of the Chinese PDF:\n" + english_table(
+        {page: words for page, words in counts.items() if words}))
+    over = {page: words for page, words in counts.items() if len(words) > ENGLISH_ALLOWANCE}
+    assert not over, "\n" + english_table(over)
+
+
+# --- the package's own words on the Chinese pages (book/_ext/localized_outputs.py) ---------
+
+def test_the_ledger_and_the_checks_speak_chinese(zh_html):
+    """What the package printed in English when the book was executed (the ledger's tables,
+    tallies and notes, a check's summary, a self-check's reply) reads in Chinese on the
+    Chinese pages, through mhacore's own catalog (mhacore/locale), with the same numbers."""
+    from bs4 import BeautifulSoup
+
+    from mhacore import theorems
+
+    def page(name):
+        return BeautifulSoup((zh_html / "book" / name).read_text(encoding="utf-8"),
+                             "html.parser")
+
+    ledger = page("ledger.html")
+    headers = [th.get_text(strip=True) for th in ledger.select(".cell_output th")]
+    assert headers[:8] == ["检验", "章", "估计值", "预测值", "SE 或容差", "类型", "结论", "秒"]
+    assert headers[8:] == ["检验", "类型", "通过", "z 均值", "z 标准差", "最大 |z|"]
+    cells = [td.get_text(strip=True) for td in ledger.select(".cell_output td")]
+    assert "成立" in cells and "模型" in cells and "恒等式" in cells
+    assert not {"holds", "FAILS", "model", "identity", "empirical"} & set(cells)
+    outputs = " ".join(" ".join(o.get_text(" ").split()) for o in ledger.select(".cell_output"))
+    assert re.search(r"\d+ 个检验，\d+ 个成立", outputs)
+    assert re.search(r"种子 1-\d+：\d+ 次运行中 \d+ 次通过", outputs)
+    notes = {p.strong.get_text(): p.get_text() for p in ledger.select(".cell_output p")
+             if p.strong and p.strong.get_text() in theorems.REGISTRY}
+    assert set(notes) == set(theorems.REGISTRY)
+    for theorem_id, note in notes.items():
+        assert "符号检验" in note and "限定条件" in note and "功效" in note, theorem_id
+        assert not re.search(r"Symbolic check|Caveat|Power:|not measured", note), theorem_id
+        assert len(CJK.findall(note)) > 20, (theorem_id, note[:200])
+    chapter = " ".join(page("01-nadaraya-watson.html").get_text(" ").split())
+    assert re.search(r"nw-bandwidth-rate: 估计值 -0\.2\d* ± 0\.00\d+（SE），预测值 -0\.2 -> 成立",
+                     chapter)
+    assert "轮到你了（ex-1-1）：把 answer 设为高斯核的最优 AMSE" in chapter

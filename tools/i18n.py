@@ -47,6 +47,11 @@ I18N_SETTINGS = {
 }
 
 
+# The page chrome that _config.yml writes in English (author; the theme's copyright line,
+# replaced by the templates of ZH_TEMPLATES); book/_ext/translations.py translates the rest
+ZH_AUTHOR = "mhacore 项目组"
+ZH_TEMPLATES = ROOT / "book" / "_assets" / "templates" / LANGUAGE
+
 CACHE_ENV = "MHACORE_BOOK_CACHE"  # where every edition reads the executed chapters
 
 
@@ -178,6 +183,8 @@ def build_html(outdir: Path, english_output_root: Path = ROOT, *, strict: bool =
     title = translated_title()
     overrides = {
         **({"html_title": title} if title else {}),
+        "author": ZH_AUTHOR,
+        "templates_path": [str(ZH_TEMPLATES)],
         "html_search_options": {"dict": str(search_words)},
         # myst-nb's toggle of hidden cells (the book hides inputs only, never outputs)
         "nb_code_prompt_show": "显示代码", "nb_code_prompt_hide": "隐藏代码",
@@ -196,10 +203,27 @@ CJK_FONTS = r"""
 \setCJKsansfont{Noto Sans CJK SC}
 \setCJKmonofont{Noto Sans Mono CJK SC}
 """
-# LaTeX's own headings in Chinese (set after the language package's English captions)
+# LaTeX's own headings in Chinese (set after the language package's English captions):
+# "第 3 章" over a chapter (fncychap's Sonny style, which prints "CHAPTER 3"), "第 I 部分"
+# over a part ("Part I"; the roman number as in the table of contents; report.cls's \@part,
+# which nameref and hyperref wrap, is patched where it is), and "第 3 章" in
+# the running footer ("Chapter 3."; fancyhdr sets its \chaptermark each time the page style
+# is applied, so the Chinese one is applied after it)
 CJK_CAPTIONS = r"""
 \usepackage{etoolbox}
 \AfterEndPreamble{\renewcommand{\contentsname}{目录}\renewcommand{\bibname}{参考文献}}
+\makeatletter
+\renewcommand{\DOCH}{\raggedleft\CNV\FmN{第}\nobreakspace\CNoV\thechapter
+  \nobreakspace\CNV\FmN{章}\par\nobreak\vskip 40\p@}
+\def\mhacore@parthead#1{\patchcmd#1{\partname\nobreakspace\thepart}%
+  {第\nobreakspace\thepart\nobreakspace 部分}}
+\AtBeginDocument{\mhacore@parthead\NR@part{}{\mhacore@parthead\H@old@part{}%
+  {\mhacore@parthead\@part{}{\PackageWarning{mhacore}{the part heading stays in English}}}}}
+\def\mhacore@chaptermark{\def\chaptermark##1{\markboth{\ifnum\c@secnumdepth>\m@ne
+  第\nobreakspace\thechapter\nobreakspace 章\quad\fi ##1}{}}}
+\AtBeginDocument{\apptocmd{\ps@normal}{\mhacore@chaptermark}{}
+  {\PackageWarning{mhacore}{the running footer stays in English}}}
+\makeatother
 """
 
 
@@ -219,18 +243,20 @@ def build_pdf(outdir: Path, pdf: Path, english_output_root: Path = ROOT) -> int:
         "latex_engine": "xelatex",
         # no index: makeindex splits the UTF-8 of a Chinese term's first character
         # (its group headings printed as "�"); the glossary page lists the terms
-        "latex_elements": {"preamble": CJK_FONTS + CJK_CAPTIONS, "printindex": ""},
+        "latex_elements": {"preamble": CJK_FONTS + CJK_CAPTIONS, "printindex": "",
+                           "releasename": "版本"},
     }
-    # Jupyter Book sets the title page's title from _config.yml after Sphinx starts (over
-    # any override); give it the translated one there
+    # Jupyter Book sets the title page's title and author from _config.yml after Sphinx
+    # starts (over any override); give it the translated ones there
     import jupyter_book.sphinx
     from unittest import mock
 
     title = translated_title()
+    chinese = {"author": ZH_AUTHOR, **({"title": title} if title else {})}
     english = jupyter_book.sphinx.update_latex_documents
     with mock.patch.object(jupyter_book.sphinx, "update_latex_documents",
-                           lambda documents, changes: english(
-                               documents, {**changes, **({"title": title} if title else {})})):
+                           lambda documents, changes: english(documents,
+                                                              {**changes, **chinese})):
         status = sphinx_build("latex", outdir, overrides)
     if status:
         return status

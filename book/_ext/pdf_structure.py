@@ -15,6 +15,10 @@ Left alone, the LaTeX build would differ in three ways, each fixed here:
   Those numbers are assigned again at depth 1, as on the site.
 - the bibliography page is empty in LaTeX (its entries move to the end of the book):
   the page is left out, and links to it land on the bibliography.
+
+And it names theorems in the book's language: sphinx-proof titles a theorem, definition or
+remark in LaTeX with its English kind ("Theorem 1.1"), where the site translates it
+(`定理 1.1`); the PDF takes the same translation from sphinx-proof's catalog.
 """
 
 from __future__ import annotations
@@ -79,6 +83,31 @@ class PartNumbering(SphinxPostTransform):
             parent.insert(parent.index(bibliography), _raw(r"\phantomsection" + labels + "\n"))
 
 
+def _translated_kind(depart):
+    """sphinx-proof's LaTeX ``depart``, then its English kind translated (as on the site)."""
+    from sphinx_proof.nodes import _, latex_admonition_start, list_rindex
+
+    def depart_translated(self, node):
+        depart(self, node)
+        english = node.attributes.get("realtype", "").title()
+        at = list_rindex(self.body, latex_admonition_start) + 2
+        if english and self.body[at].startswith(english):
+            self.body[at] = _(english) + self.body[at][len(english):]
+
+    return depart_translated
+
+
+def _proof_titles_in_language(app):
+    """Wrap the LaTeX departs that sphinx-proof registered for its nodes."""
+    from sphinx_proof import nodes as proof
+
+    handlers = app.registry.translation_handlers.get("latex", {})
+    english = (proof.depart_enumerable_node, proof.depart_unenumerable_node)
+    for name, (visit, depart) in list(handlers.items()):
+        if depart in english:
+            handlers[name] = (visit, _translated_kind(depart))
+
+
 def _preamble(app, config):
     config.latex_elements = {**config.latex_elements, "preamble": config.latex_elements.get(
         "preamble", "") + PREAMBLE}
@@ -86,6 +115,7 @@ def _preamble(app, config):
 
 def setup(app):
     app.connect("config-inited", _preamble, priority=810)
+    app.connect("builder-inited", _proof_titles_in_language)
     app.connect("env-get-updated", _site_numbers, priority=900)
     app.add_post_transform(PartNumbering)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -19,6 +19,11 @@ document of its own, which has no access to the notebook's glue data, so a
 its glue roles are pointed explicitly at the page's own notebook (``page.md::key``); myst-nb
 resolves those from the same executed outputs as the English page. The translator writes
 the role exactly as the English text has it.
+
+**Page chrome.** What the theme and ``editions.py`` write around the pages (the search
+box, the version footer, the download menu) is set in English by the shared configuration;
+a translated build replaces those words with the edition's (:data:`CHROME`). The author and
+the copyright line are set by ``tools/i18n.py`` and the templates of ``book/_assets``.
 """
 
 import re
@@ -29,19 +34,26 @@ from docutils import nodes
 from sphinx import addnodes
 from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.i18n import docname_to_domain
 
-# inline math ($...$), inline code (`...`) and MyST roles ({role}`...`) carry no prose
+# inline math ($...$), inline code (`...`) and MyST roles ({role}`...`) carry no prose,
+# except the text a role is given to show ({doc}`chapter 2 <02-one-head-is-nw>`)
 _NOT_PROSE = re.compile(r"\{[\w:.-]+\}`[^`]*`|`[^`]*`|\$[^$]*\$")
+_ROLE_TEXT = re.compile(r"\{[\w:.-]+\}`([^`<]*)<[^`]*>`")
 
 
 def has_prose(source: str) -> bool:
-    """True when ``source`` has a letter outside inline math, code and roles.
+    """True when ``source`` has a letter outside inline math, code and roles, or in the
+    text a role shows instead of its target's title.
 
     >>> has_prose("$W_Q^h, W_K^h$"), has_prose("`n_heads`, `d_head`"), has_prose("head $h$")
     (False, False, True)
+    >>> has_prose("{doc}`02-one-head-is-nw`"), has_prose("$h$ ({doc}`chapter 2 <02-x>`)")
+    (False, True)
     """
-    return any(ch.isalpha() for ch in _NOT_PROSE.sub("", source))
+    shown = _ROLE_TEXT.sub(r" \1 ", source)
+    return any(ch.isalpha() for ch in _NOT_PROSE.sub("", shown))
 
 
 def _in_cell_output(node: nodes.Node) -> bool:
@@ -123,7 +135,87 @@ def _publish_msgstr_with_glue(app, source, source_path, *args, **kwargs):
                            *args, **kwargs)
 
 
+# language -> the page chrome's words in that edition
+CHROME = {
+    "zh": {
+        "search": "搜索本书……",
+        # the provenance line of editions.py: "mhacore 0.1.0 · commit abc1234 · built <date>"
+        "commit": "提交", "built": "构建于",
+        # editions.py's print button in the download menu: (text, tooltip)
+        "print": ("打印本页", "打印本页"),
+        # myst-nb's table of executed pages (the build status page): headers, method
+        "exec_table": {"Document": "文档", "Modified": "修改时间", "Method": "执行方式",
+                       "Run Time (s)": "运行时间（秒）", "Status": "状态", "cache": "缓存"},
+    },
+}
+
+
+def _chrome(app):
+    language = (app.config.language or "en").split("_")[0]
+    return CHROME.get(language)
+
+
+def provenance_in(words: dict, facts: dict) -> tuple[str, str]:
+    """``(footer line, release)`` of the build's provenance in an edition's ``words``.
+
+    >>> provenance_in(CHROME["zh"], {"version": "0.1.0", "commit": "abc1234",
+    ...                              "date": "2026-12-02"})
+    ('mhacore 0.1.0 · 提交 abc1234 · 构建于 2026-12-02', '0.1.0，提交 abc1234，构建于 2026-12-02')
+    """
+    version, commit, date = facts["version"], facts["commit"], facts["date"]
+    return (f"mhacore {version} · {words['commit']} {commit} · {words['built']} {date}",
+            f"{version}，{words['commit']} {commit}，{words['built']} {date}")
+
+
+def _translate_chrome(app, config):
+    """The footer's provenance line, the release (the PDF's title page) and the search
+    box in the edition's language (after ``editions.py`` has written them, priority 800)."""
+    words = _chrome(app)
+    if words is None:
+        return
+    theme = config.html_theme_options
+    theme["search_bar_text"] = words["search"]
+    facts = getattr(app, "mhacore_provenance", None)
+    if facts:
+        english = f"mhacore {facts['version']} · commit {facts['commit']} · built {facts['date']}"
+        footer, release = provenance_in(words, facts)
+        theme["extra_footer"] = theme.get("extra_footer", "").replace(english, footer)
+        config.release = config.version = release
+
+
+def _translate_buttons(app, pagename, templatename, context, doctree):
+    """The download menu's print button in the edition's language (editions.py, 600)."""
+    words = _chrome(app)
+    for group in context.get("header_buttons", []) if words else []:
+        for button in group.get("buttons", []):
+            if button.get("label") == "download-pdf-button":
+                button["text"], button["tooltip"] = words["print"]
+
+
+class TranslateExecutionTable(SphinxPostTransform):
+    """myst-nb's table of executed pages (``{nb-exec-table}``, made at priority 8) in the
+    edition's language: its headers and the execution method."""
+
+    default_priority = 9
+
+    def run(self, **kwargs):
+        words = _chrome(self.app)
+        if not words:
+            return
+        table_words = words["exec_table"]
+        for table in self.document.findall(nodes.table):
+            header = [entry.astext() for entry in table.findall(nodes.entry)][:5]
+            if header != ["Document", "Modified", "Method", "Run Time (s)", "Status"]:
+                continue
+            for text in list(table.findall(nodes.Text)):
+                if str(text) in table_words:
+                    text.parent.replace(text, nodes.Text(table_words[str(text)]))
+
+
 def setup(app):
+    app.add_post_transform(TranslateExecutionTable)
+    app.connect("config-inited", _translate_chrome, priority=850)
+    app.connect("html-page-context", _translate_buttons, priority=700)
     app.add_transform(MarkUntranslatable)
     app.add_transform(TranslateTocCaptions)
     sphinx.transforms.i18n.publish_msgstr = _publish_msgstr_with_glue
