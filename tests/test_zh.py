@@ -230,12 +230,18 @@ def pasted_and_computed(path: Path, language: str | None = None
 
     soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
 
-    def texts(selector, render=lambda text: text):
-        return collections.Counter(" ".join(render(n.get_text()).split())
+    def texts(selector, render=None):
+        return collections.Counter(" ".join((render(n) if render else n.get_text()).split())
                                    for n in soup.select(selector))
 
-    outputs = (texts(".cell_output") if language is None else
-               texts(".cell_output", lambda text: translate_rendered(text, language)))
+    def rendered(node):
+        """The output's text in ``language``: inline code goes back into backticks (as the
+        package wrote it, so its messages match) and out again once translated."""
+        for code in node.select("code"):
+            code.replace_with(f"`{code.get_text()}`")
+        return translate_rendered(node.get_text(), language).replace("`", "")
+
+    outputs = texts(".cell_output", None if language is None else rendered)
     return {"glued text": texts(".pasted-text, .pasted-inline"),
             "math": texts(".math"), "outputs": outputs}
 
