@@ -188,6 +188,8 @@ def build_html(outdir: Path, english_output_root: Path = ROOT, *, strict: bool =
         "html_search_options": {"dict": str(search_words)},
         # myst-nb's toggle of hidden cells (the book hides inputs only, never outputs)
         "nb_code_prompt_show": "显示代码", "nb_code_prompt_hide": "隐藏代码",
+        # sphinx-togglebutton's hint on the solutions' drop-downs ("Click to show")
+        "togglebutton_hint": "点击显示", "togglebutton_hint_hide": "点击隐藏",
         **I18N_SETTINGS,
         **execution_settings(english_output_root),
         "language": LANGUAGE,

@@ -143,6 +143,8 @@ CHROME = {
         "commit": "提交", "built": "构建于",
         # editions.py's print button in the download menu: (text, tooltip)
         "print": ("打印本页", "打印本页"),
+        # the source download is the English MyST page (the translation lives in catalogs)
+        "source": (".md（英文原稿）", "下载本页的英文原稿"),
         # myst-nb's table of executed pages (the build status page): headers, method
         "exec_table": {"Document": "文档", "Modified": "修改时间", "Method": "执行方式",
                        "Run Time (s)": "运行时间（秒）", "Status": "状态", "cache": "缓存"},
@@ -190,6 +192,8 @@ def _translate_buttons(app, pagename, templatename, context, doctree):
         for button in group.get("buttons", []):
             if button.get("label") == "download-pdf-button":
                 button["text"], button["tooltip"] = words["print"]
+            elif button.get("label") == "download-source-button":
+                button["text"], button["tooltip"] = words["source"]
 
 
 class TranslateExecutionTable(SphinxPostTransform):

@@ -76,7 +76,7 @@ WORDS = {"zh_CN": {
         "*（`{key}` 显示在上方代码单元的输出中。）*",
     "*(The table of execution times is on the book's website.)*":
         "*（各章运行时间表在本书网站上。）*",
-    "the time its page on the website shows": "网站上本页所示的时间",
+    "the time its page on the website shows": "网站上本页注明的时长",
     "## References": "## 参考文献",
     "Reader": "读者", "Student": "学生", "Instructor": "教师", "Nbgrader": "nbgrader ",
     "*{edition} edition, for `mhacore` {version}.* Run the cells from the top. Figures and "
