@@ -87,6 +87,22 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture(scope="session")
+def editions(html_dir):
+    """Both editions as published: the English site, and the Chinese one in its ``zh/``
+    (``tests/builds.py``). Returns ``(process, site)``."""
+    return BUILDS.result("zh_site")
+
+
+@pytest.fixture(scope="session")
+def zh_html(editions):
+    """The Chinese site's folder (``zh/`` of the published site)."""
+    proc, site = editions
+    if proc.returncode != 0:
+        pytest.fail("the zh build failed; see tests/test_zh.py::test_zh_build_is_strict")
+    return site / "zh"
+
+
+@pytest.fixture(scope="session")
 def book_result():
     """``theorems.run(theorem_id, scale="book")`` at the registered seed, run once per
     session however many tests read it (a result is a frozen record; patched runs call

@@ -123,19 +123,8 @@ def course() -> dict:
 # --- the built decks, in both sites ------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def editions(html_dir):
-    """Both editions as published (tests/builds.py): ``(process, site)``."""
-    from builds import BUILDS
-
-    return BUILDS.result("zh_site")
-
-
-@pytest.fixture(scope="module")
-def zh_slides(editions):
-    proc, site = editions
-    if proc.returncode != 0:
-        pytest.fail("the zh build failed; see tests/test_zh.py::test_zh_build_is_strict")
-    return site / "zh" / "slides"
+def zh_slides(zh_html):
+    return zh_html / "slides"
 
 
 @needs_browser

@@ -162,21 +162,7 @@ def test_prose_free_text_is_not_a_message():
 
 # --- the zh build --------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def editions(html_dir):
-    """Both editions as published: the English site, and the Chinese one in its ``zh/``
-    (``tests/builds.py``). Returns ``(process, site)``."""
-    from builds import BUILDS
-
-    return BUILDS.result("zh_site")
-
-
-@pytest.fixture(scope="module")
-def zh_html(editions):
-    proc, site = editions
-    if proc.returncode != 0:
-        pytest.fail("the zh build failed; see test_zh_build_is_strict")
-    return site / "zh"
+# the fixtures `editions` and `zh_html` are the session's (tests/conftest.py)
 
 
 def test_zh_build_is_strict(editions, html_dir):

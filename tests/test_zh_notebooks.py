@@ -17,7 +17,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import test_zh  # the zh site's fixtures
 
 import mhacore
 from mhacore.editions.common import GLUE_CELL_KEY, STUB
@@ -40,8 +39,6 @@ ENGLISH_WORDS = re.compile(r"\b(?:Theorem|Definition|Remark|Proposition|Figure|E
                            r"shown in the output|drawn by the code cell|# Your turn|"
                            r"# Runs anywhere|# Notebook edition", re.M)
 SET_LANGUAGE = f'mhacore.set_language("{LANGUAGE}")'
-# the zh site (tests/builds.py's zh_site, built once per session), as test_zh.py reads it
-editions, zh_html = test_zh.editions, test_zh.zh_html
 
 
 def code_cells(text: str) -> list[tuple[str, dict]]:
