@@ -4,8 +4,9 @@ What a reader meets from the package is written in English in the code and trans
 through the catalog ``locale/<language>/LC_MESSAGES/mhacore.po`` (compiled to ``mhacore.mo``
 beside it, shipped with the package): the self-checks' replies (:mod:`mhacore.exercises`,
 with the book's exercise prompts and hints), the texts of the registered theorem checks
-(claim, symbolic check, caveat, power), their verdicts and summaries, and the theorem
-ledger's tables (:mod:`mhacore.theorems`). English is the source: in English every message
+(claim, symbolic check, caveat, power), their verdicts and summaries, the theorem
+ledger's tables (:mod:`mhacore.theorems`), and the words of the book's figures
+(:mod:`mhacore.figures`). English is the source: in English every message
 is its ``msgid``, byte for byte.
 
 The language is a setting of the process, English unless changed:
@@ -57,7 +58,7 @@ from pathlib import Path
 
 __all__ = ["DOMAIN", "ENGLISH", "ENVIRONMENT_VARIABLE", "LANGUAGES", "LOCALE_DIR", "N_", "_",
            "get_language", "gettext", "language", "set_language", "translate",
-           "translate_rendered"]
+           "translate_phrase", "translate_rendered"]
 
 DOMAIN = "mhacore"
 LOCALE_DIR = Path(__file__).with_name("locale")
@@ -298,6 +299,35 @@ def _splits(text: str, literals: list[str]):
 _readers: dict[str, _Reader] = {}
 
 
+def _reader(code: str) -> _Reader:
+    if code not in _readers:
+        _readers[code] = _Reader(_catalog(code))
+    return _readers[code]
+
+
+def translate_phrase(text: str, language: str | None = None) -> str | None:
+    """``text`` translated as a whole, a message or an instance of a message with
+    placeholders (a figure's axis label, a legend entry), or None when it is neither.
+
+    Unlike :func:`translate_rendered`, a single word is translated too, and nothing is
+    translated piecewise.
+
+    Examples
+    --------
+    >>> translate_phrase("verdict", "zh_CN"), translate_phrase("x = 1.5", "zh_CN")
+    ('结论', None)
+    >>> translate_phrase("verdict", "en")
+    'verdict'
+    """
+    code = _current if language is None else _checked(language)
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str; got {type(text).__name__}")
+    if code == ENGLISH:
+        return text
+    translated, ok = _reader(code).value(text)
+    return translated if ok else None
+
+
 def translate_rendered(text: str, language: str | None = None) -> str:
     """Text the package wrote in English, in ``language`` (default: the current one).
 
@@ -337,9 +367,7 @@ def translate_rendered(text: str, language: str | None = None) -> str:
         raise ValueError(f"text must be a str; got {type(text).__name__}")
     if code == ENGLISH or not text:
         return text
-    if code not in _readers:
-        _readers[code] = _Reader(_catalog(code))
-    reader = _readers[code]
+    reader = _reader(code)
     lines = text.splitlines(keepends=True)
     out, block = [], []
 

@@ -228,7 +228,7 @@ def undescribed_figures(markdown: str) -> list[str]:
     figure glued by a code cell with no ``{glue:figure}`` that describes it, and figure a
     code cell draws without gluing it (``display=False``) and closing it (a bare output
     image has no alt text)."""
-    from mhacore.editions.reader import Block, figure_alt_texts, split_blocks
+    from mhacore.editions.reader import GLUE_CALL, Block, figure_alt_texts, split_blocks
 
     found = []
 
@@ -251,10 +251,11 @@ def undescribed_figures(markdown: str) -> list[str]:
             found.append(tag)
     described = figure_alt_texts(markdown)
     for cell in _FIGURE_CELL.findall(markdown):
-        keys = re.findall(r"""\bglue\(\s*["'](fig-[^"']+)["']""", cell)
+        keys = [k for k in GLUE_CALL.findall(cell) if k.startswith("fig-")]
         found += [f"glued {key}" for key in keys if key not in described]
         if re.search(r"\bplt\.(?:subplots|figure)\(", cell) and not (
-                re.search(r"\bglue\([^)]*display=False", cell) and "plt.close(" in cell):
+                re.search(r"\bglue(?:\([^)]*display=False|_figure\(glue,)", cell)
+                and "plt.close(" in cell):
             found.append(f"a figure drawn in a cell: {cell.splitlines()[1][:60]}")
     return found
 

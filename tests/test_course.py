@@ -565,7 +565,8 @@ def test_plan_names_chapters_by_number_and_title_not_file_name():
 
 def test_instructor_pack_holds_the_decks_of_the_build(html_dir, tmp_path):
     """The pack made from the chapters the build executed: every session's deck, with
-    reveal.js beside them, each linked from the plan, and every figure described."""
+    reveal.js beside them, each linked from the plan, and every figure described; and
+    every deck in Chinese too, its figures the ones the book drew in Chinese."""
     from bs4 import BeautifulSoup
 
     from mhacore.editions.teach import generate
@@ -579,7 +580,14 @@ def test_instructor_pack_holds_the_decks_of_the_build(html_dir, tmp_path):
     for n in range(1, 10):
         deck = pack / "slides" / f"session-{n}.slides.html"
         assert f"](slides/session-{n}.slides.html)" in plan and deck.is_file(), n
-        for image in BeautifulSoup(deck.read_text("utf-8"), "html.parser").find_all("img"):
+        images = BeautifulSoup(deck.read_text("utf-8"), "html.parser").find_all("img")
+        for image in images:
             assert len((image.get("alt") or "").split()) >= 5, (n, image.get("alt"))
+        chinese = BeautifulSoup((pack / "slides" / "zh_CN" / deck.name).read_text("utf-8"),
+                                "html.parser").find_all("img")
+        assert len(chinese) == len(images), n
+        assert not {i["src"] for i in images} & {i["src"] for i in chinese}, n
     assert (pack / "slides" / "reveal.js" / "dist" / "reveal.js").is_file()
+    assert (pack / "slides" / "zh_CN" / "reveal.js" / "dist" / "reveal.js").is_file()
+    assert "`slides/zh_CN/` holds the same decks in\n  Chinese" in readme
 

@@ -2,7 +2,8 @@
 
 The catalog ``mhacore/locale/<language>/LC_MESSAGES/mhacore.po`` must hold a translation of
 every message the package shows a reader: each string the code marks with ``_()`` or
-``N_()`` (read from the source by babel's extractor), the claim, symbolic check, caveat and
+``N_()`` (read from the source by babel's extractor), each word of the book's figures
+that a chapter's code marks with ``N_()`` (:mod:`mhacore.figures` draws them), the claim, symbolic check, caveat and
 power of every registered theorem check, and the prompt and hints of every sealed exercise
 of the book. Every translation keeps its placeholders, formulas, code and numbers; the
 shipped ``.mo`` is the ``.po`` compiled. English stays byte for byte what it was.
@@ -52,6 +53,25 @@ def code_messages() -> dict[str, str]:
     return found
 
 
+_CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
+
+
+def chapter_messages() -> dict[str, str]:
+    """The words of the book's figures: each string a chapter's code marks with ``N_``
+    (an axis label, a title, a legend entry), which :func:`mhacore.figures.glue_figure`
+    translates when it draws the figure in another language."""
+    from babel.messages.extract import extract
+
+    found = {}
+    for page in sorted((ROOT / "book").glob("[0-9][0-9]-*.md")):
+        code = "\n".join(_CODE_CELL.findall(page.read_text(encoding="utf-8")))
+        for _line, message, _comments, _context in extract(
+                "python", io.BytesIO(code.encode("utf-8")), keywords={"N_": None}):
+            if isinstance(message, str) and message:
+                found.setdefault(message, f"figure of book/{page.name}")
+    return found
+
+
 def data_messages() -> dict[str, str]:
     """The texts of the registered theorem checks and of the book's sealed exercises (data,
     not code), each with what it is."""
@@ -72,7 +92,7 @@ def data_messages() -> dict[str, str]:
 
 
 def required_messages() -> dict[str, str]:
-    return {**code_messages(), **data_messages()}
+    return {**code_messages(), **data_messages(), **chapter_messages()}
 
 
 def read_catalog(po: Path):
@@ -152,7 +172,7 @@ def test_the_placeholders_are_plain_names_never_adjacent():
     """``{name}`` only (no format spec or index: numbers are formatted before they are put
     in, so a reply reads the same in every language), and never two in a row (a rendered
     line could not be cut back into its values)."""
-    for message in code_messages():
+    for message in {**code_messages(), **chapter_messages()}:
         assert not re.search(r"(?<![\^_])\{[^}]*[:!\[.][^}]*\}", message), message
         assert not re.search(r"\}\{", i18n._PLACEHOLDER.sub("{}", message)), message
 

@@ -15,7 +15,7 @@ from mhacore.editions.references import read_references
 from mhacore.editions.reader import (Book, chapter_numbers, cite, edition_notebook, page_labels,
                             plain_markdown, read_book, reader_notebooks)
 from mhacore.editions.common import _GLUE_ROLE, STUB
-from mhacore.editions.reader import chapter_sources
+from mhacore.editions.reader import GLUE_CALL, chapter_sources
 from mhacore.editions.teach import generate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -249,7 +249,8 @@ def test_every_edition_describes_its_figures():
         for notebook in notebooks + [assignment_notebook(source, book)[0]]:
             described = {key: cell.metadata[ALT_KEY] for cell in notebook.cells
                          if ALT_KEY in cell.metadata
-                         for key in re.findall(r"""glue\(\s*["'](fig-[^"']+)""", cell.source)}
+                         for key in GLUE_CALL.findall(cell.source)
+                         if key.startswith("fig-")}
             assert described == alts, source.stem
     assert total >= 15
 
@@ -269,7 +270,7 @@ def test_notebook_html_describes_every_figure():
     executed = jupytext.read(source)  # as the build executes it: each figure glued
     prefix = "application/papermill.record/"
     for cell in executed.cells:
-        for key in re.findall(r"""glue\(\s*["'](fig-[^"']+)""", cell.source):
+        for key in [k for k in GLUE_CALL.findall(cell.source) if k.startswith("fig-")]:
             cell.outputs = [nbformat.v4.new_output(
                 "display_data", data={f"{prefix}image/png": PIXEL,
                                       f"{prefix}text/plain": "<Figure>"},

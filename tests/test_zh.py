@@ -244,6 +244,51 @@ def test_glued_numbers_formulas_and_outputs_equal_the_english(zh_html, html_dir)
     assert glued >= 10  # chapters 6 and 8 glue numbers into their text
 
 
+def figure_images(path: Path) -> list[str]:
+    """The image files of a page's figures, in order."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    return [img["src"] for img in soup.select("figure img")]
+
+
+def test_figures_are_drawn_in_chinese_and_say_nothing_in_english(zh_html, html_dir):
+    """Every figure of a chapter is, on the Chinese page, the copy the book's one execution
+    drew in Chinese (:mod:`mhacore.figures`): another image than the English page's, in
+    the same place. Each copy's words are the catalog's translations as they stand now (a
+    translation changed since the chapter ran would leave the old one drawn), and what
+    it leaves in English passes the site's rules (names such as HDI, formulas, numbers)."""
+    import json
+
+    from mhacore import figures
+
+    names = bibliography_names() | ENGLISH_NAMES
+    executed = html_dir.parent / "jupyter_execute" / "book"
+    copies, problems = 0, []
+    for page in sorted(html_dir.glob("book/0*.html")):
+        english, chinese = figure_images(page), figure_images(zh_html / "book" / page.name)
+        assert len(chinese) == len(english) and not set(english) & set(chinese), page.name
+        # what the chapter glued, as myst-nb keeps it beside the executed notebook
+        glued = json.loads((executed / f"{page.stem}.glue.json").read_text(encoding="utf-8"))
+        for key in (k for k in glued if k.startswith("fig-") and "." not in k):
+            copy = glued.get(f"{key}.zh_CN")
+            if copy is None:
+                problems.append(f"{page.stem}: {key} has no Chinese copy")
+                continue
+            copies += 1
+            record = copy["metadata"][figures.METADATA_KEY]
+            for text, drawn in record["translated"].items():
+                if figures.translate_text(text, "zh_CN") != drawn:
+                    problems.append(f"{key}: {text!r} drawn as {drawn!r}, an old translation")
+            if record["missing_glyphs"]:
+                problems.append(f"{key}: drawn without a glyph: {record['missing_glyphs']}")
+            left = english_words(" ".join([*record["untranslated"],
+                                           *record["translated"].values()]), names)
+            if left:
+                problems.append(f"{key}: English left in the figure: {left}")
+    assert copies >= 15 and not problems, problems
+
+
 def test_every_zh_page_offers_the_chinese_pdf(zh_html):
     """The download menu of a Chinese page offers book-zh.pdf, which `make pdf-zh` puts at
     the site's root beside book.pdf, one folder above the zh pages."""

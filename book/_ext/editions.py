@@ -294,7 +294,8 @@ def _write_readers(app, exception):
         for pagename, reader in app.mhacore_readers.items():
             source = Path(app.srcdir) / f"{pagename}.md"
             _, executed = cache.merge_match_into_notebook(jupytext.read(source))
-            notebook = with_outputs(reader, executed, glue_formats(source.read_text("utf-8")))
+            notebook = with_outputs(reader, executed, glue_formats(source.read_text("utf-8")),
+                                    language)
             for cell in notebook.cells if language else []:
                 if cell.cell_type == "code":
                     cell.outputs = [translated_output(o, language) for o in cell.outputs]

@@ -20,6 +20,13 @@ shows them in it, and re-executes nothing:
    self-checks' "Your turn" replies that ``student_edition.YourTurnOutputs`` shows in place
    of the executed verdicts, comes in that language.
 
+3. **Figures.** A chapter glues each figure once as drawn and once per other language the
+   package speaks, its words translated (:func:`mhacore.figures.glue_figure`:
+   ``fig-nw-three-bandwidths.zh_CN``); in the edition's language, every
+   ``{glue:figure}`` of a page shows that copy (its ``:name:``, and so its number and
+   references, unchanged). A figure without the copy stops the build (myst-nb's unknown
+   key), rather than show English.
+
 The build-status table (``{nb-exec-table}``) is translated with the rest of the page chrome
 by ``translations.py`` (``TranslateExecutionTable``).
 
@@ -30,6 +37,7 @@ An English build is left exactly as it was. The switch is the build's ``language
 from __future__ import annotations
 
 import functools
+import re
 
 from mhacore import i18n
 
@@ -92,6 +100,28 @@ def _patch_renderer() -> None:
         SphinxNbRenderer._render_nb_cell_code_outputs = _translating(current)
 
 
+_GLUE_FIGURE = re.compile(r"^(\s*(?:`{3,}|:{3,})\{glue:figure\}[ \t]+)([^\s:]+)[ \t]*$",
+                          re.M)
+
+
+def localized_figures(source: str, language: str) -> str:
+    """A page's MyST ``source`` with its ``{glue:figure}`` directives showing the copies
+    drawn in ``language``.
+
+    >>> print(localized_figures("```{glue:figure} fig-a\\n:name: fig-a\\n```", "zh_CN"))
+    ```{glue:figure} fig-a.zh_CN
+    :name: fig-a
+    ```
+    """
+    return _GLUE_FIGURE.sub(lambda m: f"{m[1]}{m[2]}.{language}", source)
+
+
+def _figures_in_language(app, docname, source) -> None:
+    language = spoken(app.config.language)
+    if language:
+        source[0] = localized_figures(source[0], language)
+
+
 def _speak(app) -> None:
     app.mhacore_language_before = i18n.get_language()
     language = spoken(app.config.language)
@@ -106,5 +136,6 @@ def _restore(app, exception) -> None:
 def setup(app):
     _patch_renderer()
     app.connect("builder-inited", _speak)
+    app.connect("source-read", _figures_in_language)
     app.connect("build-finished", _restore, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

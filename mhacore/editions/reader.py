@@ -850,7 +850,8 @@ def _set_language(cells: list, book: Book) -> None:
 
 ALT_KEY = "alt"  # cell metadata that nbconvert's classic HTML (nbgrader's formgrader and
 # feedback) writes into the alt attribute of the cell's images
-_GLUE_CALL = re.compile(r"""\bglue\(\s*["']([^"']+)["']""")
+# a glue call's key: glue("key", ...), or glue_figure(glue, "key", ...) (mhacore.figures)
+GLUE_CALL = re.compile(r"""\bglue(?:_figure\(\s*glue\s*,|\()\s*["']([^"']+)["']""")
 
 
 def figure_alt_texts(markdown: str) -> dict[str, str]:
@@ -885,7 +886,7 @@ def describe_figures(notebook, markdown: str):
     for cell in notebook.cells:
         if cell.cell_type != "code":
             continue
-        texts = [alts[key] for key in _GLUE_CALL.findall(cell.source) if key in alts]
+        texts = [alts[key] for key in GLUE_CALL.findall(cell.source) if key in alts]
         if texts:
             cell.metadata[ALT_KEY] = " ".join(texts)
     return notebook
@@ -984,7 +985,30 @@ def _shown(output, formats: dict):
     return nbformat.v4.new_output("stream", name="stdout", text=f"{key} = {value}\n")
 
 
-def with_outputs(reader, executed, formats: dict | None = None):
+def _outputs_in(outputs, language: str | None) -> list:
+    """The outputs a notebook in ``language`` (None: English) shows: of a figure glued in
+    every language (:func:`mhacore.figures.glue_figure`: ``key`` as drawn, ``key.zh_CN``
+    translated), the copy in ``language``, else the one as drawn."""
+    from mhacore import i18n
+
+    def name(output):
+        return output.get("metadata", {}).get("scrapbook", {}).get("name", "")
+
+    names = {name(o) for o in outputs}
+    shown = []
+    for output in outputs:
+        key = name(output)
+        base, _, suffix = key.rpartition(".")
+        if base and suffix in i18n.LANGUAGES:  # a copy in one of the languages
+            if suffix == language:
+                shown.append(output)
+        elif not (key and language and f"{key}.{language}" in names):
+            shown.append(output)
+    return shown
+
+
+def with_outputs(reader, executed, formats: dict | None = None,
+                 language: str | None = None):
     """The reader notebook ``reader`` with the outputs of the book's one execution of its
     chapter, ``executed`` (nbformat notebooks; ``reader`` is not changed): what running
     the reader notebook shows, without running it again.
@@ -992,8 +1016,9 @@ def with_outputs(reader, executed, formats: dict | None = None):
     Each code cell takes the outputs of the executed chapter cell with the same code;
     what the chapter glues into its text shows in the output of the cell that glues it,
     figures and equations displayed and numbers printed as ``key = value`` in the text's
-    ``formats`` (:func:`mhacore.editions.common.glue_formats`); a self-check shows its
-    "Your turn" reply, as on the site.
+    ``formats`` (:func:`mhacore.editions.common.glue_formats`), a figure in the notebook's
+    ``language`` (None: English) where the book drew it in that language too; a
+    self-check shows its "Your turn" reply, as on the site.
     """
     import copy
 
@@ -1017,7 +1042,8 @@ def with_outputs(reader, executed, formats: dict | None = None):
                       if not taken[i] and code(c.source) == code(cell.source)), None)
         if match is not None:
             taken[match] = True
-            cell.outputs = [_shown(o, formats or {}) for o in pool[match].get("outputs", [])]
+            cell.outputs = [_shown(o, formats or {}) for o in
+                            _outputs_in(pool[match].get("outputs", []), language)]
             _alt_on_images(cell)
         label = SELF_CHECK.search(cell.source)
         if label:

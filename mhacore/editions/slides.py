@@ -408,7 +408,11 @@ def _figure(ctx: Context, label: str) -> str:
     block = ctx.chapter.figures.get(label)
     if block is None:
         raise ctx.fail(f"no figure labelled {label!r} in chapter {ctx.chapter.stem}")
-    data = ctx.chapter.glued.get(block.arg, {}).get("data", {})
+    key = block.arg.split()[0]
+    # the copy the book drew in the deck's language (mhacore.figures), else the figure
+    glued = ctx.chapter.glued
+    key = next((k for k in (f"{key}.{ctx.language}", key) if k in glued), key)
+    data = glued.get(key, {}).get("data", {})
     image = data.get("image/png")
     if image is None:
         raise ctx.fail(f"figure {label!r} of chapter {ctx.chapter.stem} has no image "

@@ -71,6 +71,7 @@ TEACHING_PLAN = "book/course.md"
 # jupyter_execute folder): the instructor pack's slides are made from them.
 EXECUTED = Path("_build") / "jupyter_execute" / "book"
 SLIDES = "slides"  # the pack's folder of decks
+CHINESE_SLIDES = "zh_CN"  # the folder of the Chinese decks inside it
 _SLIDE_LINK = re.compile(r'<a href="\.\./slides/(session-(\d+)\.slides\.html)">([^<]*)</a>')
 SLIDES_IN_SITE = "`slides/{}` of the built site (`make book` writes it into `_build/html`)"
 _SESSION_HEADING = re.compile(r"^###\s.*?\bsession (\d+)\b", re.M)
@@ -136,8 +137,9 @@ def _executed_dir(book_root: Path, executed: Path | None) -> Path | None:
 
 def _write_slides(folder: Path, executed: Path | None, plan: str, book: Book,
                   book_root: Path) -> dict:
-    """Write the deck of each session of ``plan`` into ``folder`` from ``executed``;
-    return ``{session: None}`` for each deck written and ``{session: why}`` for each
+    """Write the deck of each session of ``plan`` into ``folder`` from ``executed``, and
+    its Chinese deck (the Chinese site's) into ``folder/zh_CN``; return ``{session:
+    None}`` for each session whose decks were written and ``{session: why}`` for each
     left out."""
     from .slides import write_decks
 
@@ -148,6 +150,8 @@ def _write_slides(folder: Path, executed: Path | None, plan: str, book: Book,
     for session in sessions:
         try:
             write_decks(folder, executed, sessions=[session], book=book, root=book_root)
+            write_decks(folder / CHINESE_SLIDES, executed, sessions=[session], book=book,
+                        root=book_root, language="zh_CN")
             made[session] = None
         except ValueError as exc:  # no executed chapter or no source for this session
             why = " ".join(str(exc).split()).replace(f"{Path.cwd()}/", "")
@@ -263,7 +267,8 @@ def slides_note(decks: dict, executed: Path | None) -> tuple[list[str], list[str
     item = ["- `slides/`: the slides, one reveal.js deck per session",
             f"  (`session-{made[0]}.slides.html` ...), with reveal.js and MathJax beside",
             "  them, so the folder works offline (copy it whole); open a deck in a browser",
-            "  and press `s` for the speaker view. They show the figures and numbers of",
+            "  and press `s` for the speaker view; `slides/zh_CN/` holds the same decks in",
+            "  Chinese (the Chinese edition's). They show the figures and numbers of",
             f"  the chapters as the book's build executed them (`{executed}`);"] if made else []
     if not missing:
         return item, []
