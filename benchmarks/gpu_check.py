@@ -14,6 +14,12 @@ the path table of issue 15 (``gpu_table.py``: exp floor, SDPA float16/bfloat16/f
 Triton kernel in float32 and float64; G pairs/s, implementation reached, error against
 float64) at three shapes, the batched Monte Carlo heads vs a Python loop over replicates
 and heads, the memory case (peak allocated growth), and a sweep of Triton launch settings.
+
+The trainer of ``mhacore.training`` is checked the same way: loss histories of a short
+run of several seeds (float64 and float32, penalty on), held-out predictions and the
+baselines' risks on ``device`` against CPU float64; and timed: the batched trainer
+against a loop of ``torch.nn.MultiheadAttention`` models (``bench_training.py``) at the
+book's configuration, and the batched trainer alone with 256 seeds.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ import statistics
 import sys
 import time
 
+import bench_training  # beside this script
 import gpu_table  # beside this script
 import numpy as np
 import torch
 
 import mhacore
 from mhacore import DataModel, MultiHeadNW, nw_estimate, simulate_heads
+from mhacore import training
 
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4}
 
@@ -111,6 +119,44 @@ def correctness(device, small):
     return failures
 
 
+def training_config(small, steps=None):
+    """The book's configuration (x_dim 8, d_model 32, 4 heads, k = 32, batch 64), or a small one."""
+    if small:
+        return training.TrainConfig(training.Task("smooth", x_dim=4, n_context=16, noise=0.1), d_model=16, n_heads=4,
+                                    batch_size=32, steps=steps or 8, penalty=0.1)
+    return training.TrainConfig(training.Task("smooth", x_dim=8, n_context=32, noise=0.1), d_model=32, n_heads=4,
+                                batch_size=64, steps=steps or 50, penalty=0.1)
+
+
+def training_correctness(device, small):
+    """mhacore.training on ``device`` (float64, float32) vs CPU float64: losses, predictions, baselines."""
+    failures = []
+    config, seeds = training_config(small), [0, 1, 2, 3]
+    print(f"\ntrainer on {device} vs CPU float64 ({len(seeds)} seeds, {config.steps} steps, smooth tasks, penalty 0.1)")
+    reference = training.train(config, seeds, dtype=torch.float64)
+    held_out = training.sample_prompts(config.task, seeds, 64)
+    expected = training.predict(reference.params, held_out).detach()  # (S, B)
+    losses = torch.from_numpy(reference.losses)
+    for dtype in (torch.float64, torch.float32):
+        result = {}
+
+        def run():
+            result["run"] = training.train(config, seeds, dtype=dtype, device=device)
+            return torch.from_numpy(result["run"].losses)
+
+        check(f"train: loss histories {dtype}", run, losses, losses.abs().max().item(), dtype, failures)
+        if "run" in result:
+            params = result["run"].params
+            got = lambda: training.predict(params, training.sample_prompts(config.task, seeds, 64, dtype=dtype, device=device)).detach()  # noqa: E731
+            check(f"train: held-out predictions of the trained models {dtype}", got, expected,
+                  held_out.y_query.abs().max().item(), dtype, failures)
+    risks = torch.from_numpy(np.stack(list(training.baseline_risks(held_out).values())))  # (3, S)
+    got = lambda: torch.from_numpy(np.stack(list(training.baseline_risks(  # noqa: E731
+        training.sample_prompts(config.task, seeds, 64, device=device)).values())))
+    check("baseline risks (least squares, NW, constant) float64", got, risks, risks.abs().max().item(), torch.float64, failures)
+    return failures
+
+
 def kernels(device, small):
     """Which SDPA implementation (and, on CUDA, which kernel) each main path reaches on ``device`` (printed, not judged).
 
@@ -158,7 +204,25 @@ def timings(device, small, repeats, budget):
     t = timed({"batched": lambda: mha.head_estimates(queries, keys, values), "loop": loop}, max(1, repeats // 2), device)
     print(f"  Monte Carlo R={R}, H={H}, n={n}, m={m}: batched {t['batched']:.3f}s  loop {t['loop']:.3f}s  speed-up {t['loop'] / t['batched']:.1f}x")
     memory(device, size(10_000_000), size(20_000))
+    training_timings(device, small, repeats, budget)
     gpu_table.sweep(device, small, budget)
+
+
+def training_timings(device, small, repeats, budget):
+    """The batched trainer vs a loop of torch.nn.MultiheadAttention models, then the trainer alone at 256 seeds."""
+    if gpu_table.out_of_time(budget):
+        print(f"\ntrainer timings skipped: past the {budget:.0f} s budget")
+        return
+    config = training_config(small, steps=10 if small else 50)
+    seeds = list(range(4 if small else 16))
+    print(f"\ntrainer on {device}, float32: {len(seeds)} seeds, {config.steps} steps, batch {config.batch_size}, "
+          f"d_model {config.d_model}, {config.n_heads} heads, k = {config.task.n_context}")
+    t = timed({"batched": lambda: training.train(config, seeds, device=device),
+               "loop": lambda: bench_training.loop_train(config, seeds, torch.float32, device)}, max(1, repeats // 2), device)
+    print(f"  batched {t['batched']:.3f}s  loop of nn.MultiheadAttention {t['loop']:.3f}s  speed-up {t['loop'] / t['batched']:.1f}x")
+    many = list(range(16 if small else 256))
+    t = timed({"batched": lambda: training.train(config, many, device=device)}, max(1, repeats // 2), device)
+    print(f"  batched, {len(many)} seeds: {t['batched']:.3f}s ({1e3 * t['batched'] / (len(many) * config.steps):.3f} ms per model-step)")
 
 
 def memory(device, n, m, d=16):
@@ -191,6 +255,7 @@ def main():
     name = torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "cpu"
     print(f"gpu_check.py  {datetime.datetime.now().isoformat(timespec='seconds')}  mhacore {mhacore.__version__}  torch {torch.__version__}  device {name}")
     failures = correctness(args.device, args.small)
+    failures += training_correctness(args.device, args.small)
     kernels(args.device, args.small)
     if not args.skip_timings:
         timings(args.device, args.small, args.repeats, args.budget)
