@@ -693,6 +693,49 @@ def test_zh_pages_show_no_english_beyond_names_and_glosses(zh_html):
     assert not over, "\n" + english_table(over)
 
 
+def test_no_line_of_a_chinese_page_starts_with_the_punctuation_after_a_formula(zh_html):
+    """Inline math followed by "，", "。", "）" ... is kept with it (translations.py): no
+    formula is followed, outside such a pair, by punctuation that may not start a line."""
+    from bs4 import BeautifulSoup, NavigableString
+
+    loose, kept = [], 0
+    for page in sorted(zh_html.glob("book/*.html")):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        for math in soup.select("span.math"):
+            after = math.next_sibling
+            if math.parent.get("class") and "mhacore-nobreak" in math.parent["class"]:
+                kept += 1
+            elif isinstance(after, NavigableString) and after[:1] and after[0] in "，。、；：！？）":
+                loose.append((page.name, math.get_text()[:30], after[:5]))
+    assert kept >= 100 and not loose, (kept, loose[:5])
+
+
+CHROME_TOOLTIPS = {"a.headerlink": "title", ".primary-toggle": "title",
+                   ".secondary-toggle": "title", ".theme-switch-button": "aria-label",
+                   ".theme-switch[data-mode=auto]": "title"}
+
+
+def test_zh_tooltips_are_chinese(zh_html):
+    """What the page chrome says on hover and to a screen reader: the anchors ("链接到此
+    标题"), the sidebar buttons and the colour-mode switch (book/_ext/locale's catalog and
+    the zh templates). Left in English: the theme's landmark names ("Main", "Page") and
+    sphinx-togglebutton's button label, which their code writes with no way to translate."""
+    from bs4 import BeautifulSoup
+
+    seen = collections.Counter()
+    english = []
+    for page in site_pages(zh_html):
+        soup = BeautifulSoup((zh_html / page).read_text(encoding="utf-8"), "html.parser")
+        for selector, attribute in CHROME_TOOLTIPS.items():
+            for node in soup.select(selector):
+                if node.get(attribute):
+                    seen[selector] += 1
+                    if not CJK.search(node[attribute]):
+                        english.append((page, selector, node[attribute]))
+    assert all(seen[s] for s in CHROME_TOOLTIPS), seen
+    assert not english, english[:5]
+
+
 def test_zh_exercises_are_named_in_chinese(zh_html):
     """An exercise's title and the text of a link to it are the catalog's Chinese: the
     course page's homework reads "练习 7.1（三个头的几何权重）", never "Exercise 7.1 (...)"."""

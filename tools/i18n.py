@@ -40,7 +40,9 @@ _CJK_WORD = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff]{2,}$")
 
 # Sphinx settings shared by the extraction and the translated build.
 I18N_SETTINGS = {
-    "locale_dirs": [str(LOCALE_DIR)],
+    # the pages' catalogs, then the chrome's (book/_ext/locale: Sphinx's and the theme's
+    # words their own zh_CN catalogs leave untranslated)
+    "locale_dirs": [str(LOCALE_DIR), str(ROOT / "book" / "_ext" / "locale")],
     "gettext_compact": False,  # one catalog per page: book/01-nadaraya-watson.po, ...
     "gettext_location": False,  # no line numbers: an English edit elsewhere changes nothing
     "gettext_uuid": False,

@@ -46,6 +46,14 @@ HERE = Path(__file__).resolve().parent
 TEXT_LICENCE_URL = "https://creativecommons.org/licenses/by/4.0/"
 LICENCE_LINE = {"en": "Text, figures and slides: {cc}; code: MIT.",
                 "zh": "正文、图与幻灯片：{cc}；代码：MIT。"}
+# The build's provenance in each edition's words: (footer line, release: the PDF's title
+# page)
+PROVENANCE = {
+    "en": ("mhacore {version} · commit {commit} · built {date}",
+           "{version}, commit {commit}, built {date}"),
+    "zh": ("mhacore {version} · 提交 {commit} · 构建于 {date}",
+           "{version}，提交 {commit}，构建于 {date}"),
+}
 # Characters the PDF's text and code fonts (FreeFont's Sans and Mono) lack, taken from
 # FreeSerif, which has them (the PDF test fails on any missing glyph in the LaTeX log).
 FALLBACK_CHARACTERS = "✅❌✓✗ᵀ"
@@ -116,14 +124,15 @@ def _configure(app, config):
                                                            code_fingerprint(root)))
     facts = provenance(root)
     app.mhacore_provenance = facts
-    stamp = f"mhacore {facts['version']} · commit {facts['commit']} · built {facts['date']}"
-    config.release = config.version = stamp.replace(" · ", ", ").removeprefix("mhacore ")
+    language = (config.language or "en").split("_")[0]
+    footer, release = PROVENANCE.get(language, PROVENANCE["en"])
+    stamp = footer.format(**facts)
+    config.release = config.version = release.format(**facts)
     theme = config.html_theme_options
     url = os.environ.get(REPOSITORY_ENV, "").strip()
     if url:
         theme["repository_url"] = url
         theme["use_repository_button"] = theme["use_issues_button"] = True
-    language = (config.language or "en").split("_")[0]
     licence = LICENCE_LINE.get(language, LICENCE_LINE["en"])
     # No header band: pydata-sphinx-theme 0.17 renders one whenever a navbar slot is
     # filled (its search button fills one by default), with a second, hidden pair of

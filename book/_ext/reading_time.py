@@ -9,13 +9,20 @@ Minutes are words at ``WORDS_PER_MINUTE``, a pace for technical text read with c
 rounded up to 5 minutes. The counting is :func:`mhacore.editions.reader.prose_words`,
 which the notebook editions' converter uses too. The target is a document name relative
 to the current page, as in ``{exec-time}`` (``"this"``: the current page).
+
+In a Chinese build both count the page as the Chinese reader reads it: the page
+translated through its catalog (:func:`mhacore.editions.translated.translate_page`), its
+Chinese characters plus its Latin words (:func:`~mhacore.editions.reader.prose_characters`),
+at ``CHARACTERS_PER_MINUTE``.
 """
 
+import functools
 from pathlib import Path
 
 from docutils import nodes
 
-from mhacore.editions.reader import WORDS_PER_MINUTE, prose_words, reading_minutes  # noqa: F401
+from mhacore.editions.reader import (CHARACTERS_PER_MINUTE, WORDS_PER_MINUTE,  # noqa: F401
+                                     prose_characters, prose_words, reading_minutes)
 
 
 def _source(inliner, text: str) -> Path:
@@ -34,12 +41,38 @@ def _role(count):
         if not path.is_file():
             message = inliner.reporter.error(f"{name}: no page {text!r} ({path})", line=lineno)
             return [inliner.problematic(rawtext, rawtext, message)], [message]
+        language = inliner.document.settings.env.config.language or "en"
+        if language.startswith("zh"):
+            words = prose_characters(_translated(inliner, path, language))
+            return [nodes.Text(f"{count(words, CHARACTERS_PER_MINUTE):,}")], []
         words = prose_words(path.read_text(encoding="utf-8"))
-        return [nodes.Text(f"{count(words):,}")], []
+        return [nodes.Text(f"{count(words, WORDS_PER_MINUTE):,}")], []
     return role
 
 
+def _translated(inliner, path: Path, language: str) -> str:
+    """The MyST text of the page ``path`` in ``language``, as its catalog translates it."""
+    from mhacore.editions.translated import catalog_path
+
+    env = inliner.document.settings.env
+    root = Path(env.app.confdir)
+    locales = next((Path(root, d) for d in env.config.locale_dirs
+                    if Path(root, d, language).is_dir()), None)
+    catalog = catalog_path(root, path, language, locales)
+    env.note_dependency(str(catalog))  # and with its translation
+    return _translate(str(root), str(path), language, str(locales) if locales else None,
+                      catalog.stat().st_mtime_ns if catalog.is_file() else 0)
+
+
+@functools.lru_cache(maxsize=32)
+def _translate(root: str, path: str, language: str, locales: str | None, _stamp: int) -> str:
+    from mhacore.editions.translated import translate_page
+
+    return translate_page(Path(root), Path(path), language,
+                          Path(locales) if locales else None).text
+
+
 def setup(app):
-    app.add_role("prose-words", _role(lambda words: words))
+    app.add_role("prose-words", _role(lambda words, per_minute: words))
     app.add_role("reading-minutes", _role(reading_minutes))
     return {"parallel_read_safe": True, "parallel_write_safe": True}

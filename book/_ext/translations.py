@@ -23,7 +23,8 @@ the role exactly as the English text has it.
 **Page chrome.** What the theme and ``editions.py`` write around the pages (the search
 box, the version footer, the download menu) is set in English by the shared configuration;
 a translated build replaces those words with the edition's (:data:`CHROME`). The author and
-the copyright line are set by ``tools/i18n.py`` and the templates of ``book/_assets``.
+the copyright line are set by ``tools/i18n.py`` and the templates of ``book/_assets``; the
+provenance line and the licence by ``editions.py``, in the build's language.
 """
 
 import re
@@ -139,8 +140,6 @@ def _publish_msgstr_with_glue(app, source, source_path, *args, **kwargs):
 CHROME = {
     "zh": {
         "search": "搜索本书……",
-        # the provenance line of editions.py: "mhacore 0.1.0 · commit abc1234 · built <date>"
-        "commit": "提交", "built": "构建于",
         # editions.py's print button in the download menu: (text, tooltip)
         "print": ("打印本页", "打印本页"),
         # the source download is the English MyST page (the translation lives in catalogs)
@@ -157,32 +156,13 @@ def _chrome(app):
     return CHROME.get(language)
 
 
-def provenance_in(words: dict, facts: dict) -> tuple[str, str]:
-    """``(footer line, release)`` of the build's provenance in an edition's ``words``.
-
-    >>> provenance_in(CHROME["zh"], {"version": "0.1.0", "commit": "abc1234",
-    ...                              "date": "2026-12-02"})
-    ('mhacore 0.1.0 · 提交 abc1234 · 构建于 2026-12-02', '0.1.0，提交 abc1234，构建于 2026-12-02')
-    """
-    version, commit, date = facts["version"], facts["commit"], facts["date"]
-    return (f"mhacore {version} · {words['commit']} {commit} · {words['built']} {date}",
-            f"{version}，{words['commit']} {commit}，{words['built']} {date}")
-
-
 def _translate_chrome(app, config):
-    """The footer's provenance line, the release (the PDF's title page) and the search
-    box in the edition's language (after ``editions.py`` has written them, priority 800)."""
+    """The search box in the edition's language (``editions.py`` writes the footer's
+    provenance line and the release in it)."""
     words = _chrome(app)
     if words is None:
         return
-    theme = config.html_theme_options
-    theme["search_bar_text"] = words["search"]
-    facts = getattr(app, "mhacore_provenance", None)
-    if facts:
-        english = f"mhacore {facts['version']} · commit {facts['commit']} · built {facts['date']}"
-        footer, release = provenance_in(words, facts)
-        theme["extra_footer"] = theme.get("extra_footer", "").replace(english, footer)
-        config.release = config.version = release
+    config.html_theme_options["search_bar_text"] = words["search"]
 
 
 def _translate_buttons(app, pagename, templatename, context, doctree):
@@ -216,7 +196,40 @@ class TranslateExecutionTable(SphinxPostTransform):
                     text.parent.replace(text, nodes.Text(table_words[str(text)]))
 
 
+# Chinese punctuation that may not start a line (the closing and pausing marks)
+_NO_LINE_START = "，。、；：！？）」』》〉”’…"
+
+
+class KeepPunctuationWithMath(SphinxPostTransform):
+    """In a Chinese page, the punctuation right after inline math stays on its line: the
+    browser may break between a formula and a following "，" (it sees two boxes), which
+    starts the next line with a comma; the pair goes into a ``nowrap`` span
+    (``mhacore-nobreak``, editions.css). XeLaTeX's xeCJK keeps them together by itself."""
+
+    default_priority = 10
+    formats = ("html",)
+
+    def run(self, **kwargs):
+        if not (self.config.language or "en").startswith("zh"):
+            return
+        for math in list(self.document.findall(nodes.math)):
+            parent = math.parent
+            index = parent.index(math)
+            after = parent[index + 1] if index + 1 < len(parent) else None
+            if not isinstance(after, nodes.Text) or not after or after[0] not in _NO_LINE_START:
+                continue
+            mark, rest = str(after)[0], str(after)[1:]
+            pair = nodes.inline(classes=["mhacore-nobreak"])
+            parent.replace(math, pair)
+            pair += [math, nodes.Text(mark)]
+            if rest:
+                parent.replace(after, nodes.Text(rest))
+            else:
+                parent.remove(after)
+
+
 def setup(app):
+    app.add_post_transform(KeepPunctuationWithMath)
     app.add_post_transform(TranslateExecutionTable)
     app.connect("config-inited", _translate_chrome, priority=850)
     app.connect("html-page-context", _translate_buttons, priority=700)

@@ -55,6 +55,28 @@ MATHJAX = "tex-svg-full.js"
 TEMPLATES = Path(__file__).parent / "_templates"  # nbconvert templates that work offline
 
 
+#: sphinx-proof's kinds of statement the book uses, by their English names
+PROOF_KINDS = ("Theorem", "Definition", "Proposition", "Lemma", "Corollary", "Remark",
+               "Assumption", "Example", "Conjecture", "Axiom", "Algorithm", "Criterion",
+               "Property", "Observation")
+
+
+def proof_kind_names(language: str) -> dict[str, str]:
+    """``{English name: name in language}`` of :data:`PROOF_KINDS`, from sphinx-proof's own
+    catalog: the names the site and the PDF print ("定理", "注记").
+
+    >>> proof_kind_names("zh_CN")["Remark"], proof_kind_names("en")["Remark"]
+    ('注记', 'Remark')
+    """
+    import gettext
+
+    import sphinx_proof.translations
+
+    folder = Path(sphinx_proof.translations.__file__).parent / "locales"
+    catalog = gettext.translation("proof", folder, languages=[language], fallback=True)
+    return {kind: catalog.gettext(kind) for kind in PROOF_KINDS}
+
+
 def show_glued(notebook):
     """``notebook`` (nbformat, changed in place and returned) with a cell, right after the
     one that imports ``glue`` from myst_nb, defining ``glue`` to display what it glues; the

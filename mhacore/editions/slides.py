@@ -62,7 +62,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .common import MATHJAX, build_provenance, mathjax_file
+from .common import MATHJAX, build_provenance, mathjax_file, proof_kind_names
 
 REPOSITORY = Path(__file__).resolve().parents[2]  # a clone's root (the sources live there)
 SOURCE_DIRS = {"en": Path("book") / "slides",
@@ -78,17 +78,12 @@ WORDS = {
     "en": {"session": "Session {n}", "chapter": "Chapter {n}: {title}", "colon": ": ",
            "lecture": "Lecture, {minutes} min", "figure": "Figure",
            "built": "mhacore {version} · commit {commit}",
-           "kinds": {"prf:theorem": "Theorem", "prf:definition": "Definition",
-                     "prf:proposition": "Proposition", "prf:lemma": "Lemma",
-                     "prf:corollary": "Corollary", "prf:remark": "Remark",
-                     "prf:assumption": "Assumption", "prf:example": "Example"}},
+           "kinds": {f"prf:{k.lower()}": name for k, name in proof_kind_names("en").items()}},
     "zh_CN": {"session": "第 {n} 次课", "chapter": "第 {n} 章　{title}", "colon": "：",
               "lecture": "讲授 {minutes} 分钟", "figure": "图",
               "built": "mhacore {version} · 提交 {commit}",
-              "kinds": {"prf:theorem": "定理", "prf:definition": "定义",
-                        "prf:proposition": "命题", "prf:lemma": "引理",
-                        "prf:corollary": "推论", "prf:remark": "注记",
-                        "prf:assumption": "假设", "prf:example": "例子"}},
+              "kinds": {f"prf:{k.lower()}": name
+                        for k, name in proof_kind_names("zh_CN").items()}},
 }
 
 _PULL = re.compile(r"^\{(?P<kind>figure|equation|statement)\}`(?P<label>[^`]+)`\s*$")

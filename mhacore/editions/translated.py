@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .common import proof_kind_names
 from .reader import (Book, chapter_sources, edition_notebook, read_book, read_source,
                      toc_pages)
 
@@ -54,14 +55,12 @@ _PARENS = (("(", ")"), ("（", "）"))
 _NOT_PROSE = re.compile(r"\{[\w:.-]+\}`[^`]*`|`[^`]*`|\$[^$]*\$")
 
 # The converter's own words (mhacore.editions.reader: the English text or template is the
-# key), as the Chinese site prints them: sphinx-proof's and sphinx-exercise's zh_CN names,
+# key), as the Chinese site prints them: sphinx-proof's names from its own catalog,
+# sphinx-exercise's zh_CN names,
 # Sphinx's 图, and book/locales/zh_CN/glossary.md.
 WORDS = {"zh_CN": {
-    "Figure": "图", "Equation": "式", "Exercise": "练习", "Theorem": "定理",
-    "Definition": "定义", "Remark": "注记", "Proposition": "命题", "Lemma": "引理",
-    "Corollary": "推论", "Example": "例子", "Conjecture": "猜想", "Axiom": "公理",
-    "Algorithm": "算法", "Criterion": "准则", "Property": "性质", "Observation": "观察",
-    "Assumption": "假设", "the equation": "该式",
+    **proof_kind_names("zh_CN"),  # "Theorem": "定理", ...
+    "Figure": "图", "Equation": "式", "Exercise": "练习", "the equation": "该式",
     " ({title})": "（{title}）", "**{title}.**": "**{title}**", "*Proof.*": "*证明。*",
     "Exercise {number}: {title}": "练习 {number}：{title}",
     "Exercise {title}": "练习 {title}", "**Solution to {name}.**": "**{name} 的解答**",
