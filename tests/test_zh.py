@@ -209,10 +209,11 @@ def pasted_and_computed(path: Path, language: str | None = None
                         ) -> dict[str, collections.Counter]:
     """Glued numbers, formulas and cell outputs of a page, as multisets of their text;
     with ``language``, each output as the package's catalog renders it in that language
-    (the zh build translates the package's own printed lines, nothing else)."""
+    (the zh build translates the package's own printed lines and the chapters' lines
+    and tables made of its catalog's messages, nothing else)."""
     from bs4 import BeautifulSoup
 
-    from mhacore.i18n import translate_rendered
+    from mhacore.i18n import translate_phrase, translate_rendered
 
     soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
 
@@ -222,10 +223,21 @@ def pasted_and_computed(path: Path, language: str | None = None
 
     def rendered(node):
         """The output's text in ``language``: inline code goes back into backticks (as the
-        package wrote it, so its messages match) and out again once translated."""
+        package wrote it, so its messages match) and out again once translated. A table
+        a cell displayed (Markdown) is read as the zh build reads its Markdown: cell by
+        cell when every header cell is a message, else left as it is."""
         for code in node.select("code"):
             code.replace_with(f"`{code.get_text()}`")
-        return translate_rendered(node.get_text(), language).replace("`", "")
+        tables = []
+        for table in node.select("table"):
+            cells = [c.get_text().strip() for c in table.select("th, td")]
+            if all(translate_phrase(c.get_text().strip(), language) is not None
+                   for c in table.select("th")):
+                cells = [translate_phrase(c, language) or c for c in cells]
+            tables.append(" ".join(cells))
+            table.replace_with(f"\0{len(tables) - 1}\0")
+        text = translate_rendered(node.get_text(), language)
+        return re.sub(r"\0(\d+)\0", lambda m: tables[int(m[1])], text).replace("`", "")
 
     outputs = texts(".cell_output", None if language is None else rendered)
     return {"glued text": texts(".pasted-text, .pasted-inline"),
@@ -539,8 +551,9 @@ def test_every_debian_package_the_browser_uses_is_listed(editions, tmp_path):
 #
 # Every page of the Chinese site, and every page of the Chinese PDF, is read for English
 # words outside what stays English by design:
-# - code, math, and the outputs a code cell prints (console text, computed), glued numbers
-#   and text (computed; `pasted-text`), citations and the bibliography, URLs, and tokens that
+# - code, math, and the outputs a code cell prints (console text, computed; the chapters'
+#   printed lines are read on their own, below), glued numbers and text (computed;
+#   `pasted-text`), citations and the bibliography, URLs, and tokens that
 #   are identifiers (with a digit, `_`, `/`, a dot before a letter, `::`, or two hyphens:
 #   `0.1.0`, `ex-1-1`, `nw-bandwidth-rate`, `.ipynb`; the ids of mhacore's checks,
 #   `bvc-identity`), and the language switch ("English");
@@ -555,8 +568,15 @@ def test_every_debian_package_the_browser_uses_is_listed(editions, tmp_path):
 #   Chinese) and a title of a work in 《》.
 # What a page may still show is ENGLISH_ALLOWANCE words: one or two words of a term with no
 # settled Chinese name, and never a sentence, a title or a label. Rendered Markdown that a
-# cell displays (the ledger's tables, the self-checks' replies) is counted: it is prose the
-# reader reads, even though the package computes it.
+# cell displays (the ledger's tables, the chapters' tables, the self-checks' replies) is
+# counted: it is prose the reader reads, even though the package computes it.
+# What the chapters' code cells print (stdout) is read too, by the same rules and with the
+# same allowance per page, with the Markdown they display
+# (test_zh_chapters_print_no_english_beyond_names): every line a chapter prints with words
+# is a message of mhacore's catalog, or an instance of one with placeholders (`N_("z
+# against -1/4: {z}")`), and every table with word labels is displayed as Markdown whose
+# headers are messages, so the zh build shows it in Chinese (mhacore.i18n.translate_rendered)
+# from the one English execution; numbers, identifiers and names stay as executed.
 ENGLISH_ALLOWANCE = 3
 ENGLISH_NAMES = frozenset("""
     Adam Bernoulli Binet Cauchy Dirichlet Epanechnikov Fatou Frobenius Gram Grassmann Haar
@@ -693,6 +713,60 @@ def test_zh_pages_show_no_english_beyond_names_and_glosses(zh_html):
     assert not over, "\n" + english_table(over)
 
 
+# what a code cell shows that is not read as printed text: values (text/plain), LaTeX,
+# errors and warnings, HTML, images; and inside what is read, math and code
+_OUTPUT_NOT_READ = ".output:not(.stream), .math, code, script, style, img, svg"
+
+
+def printed_text(path: Path) -> str:
+    """What the code cells of a page print (stdout) and display as Markdown (a table, a
+    self-check's reply), as a reader reads it: without math, code and other outputs."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    texts = []
+    for output in soup.select(".cell_output"):
+        for node in output.select(_OUTPUT_NOT_READ):
+            node.decompose()
+        texts.append(output.get_text(" "))
+    return " ".join(texts)
+
+
+def test_printed_text_keeps_to_the_rules(tmp_path):
+    """printed_text reads stdout and displayed Markdown, and english_words counts them
+    by the site's rules: names, abbreviations, identifiers, numbers and math excepted."""
+    names = bibliography_names() | ENGLISH_NAMES
+    html = ("<html><body><p>MSE by d_k, printed in the prose</p><div class='cell_output'>"
+            "<div class='output stream'><pre>nw-bandwidth-rate:\n    估计值 -0.21 ± 0.005（SE），"
+            "预测值 -0.2 -> 成立\nz against -1/4: 7.2\nall-MiniLM-L6-v2：6 层</pre></div>"
+            "<div class='output stderr'><pre>RuntimeWarning: overflow</pre></div>"
+            "<div class='output text_plain'><pre>array([1, 2])</pre></div>"
+            "<table><tr><th>键</th><th>高斯核</th></tr><tr><td>sum</td><td>1.000</td></tr>"
+            "<tr><td>mhacore softmax</td><td>NW (<span class='math'>\\sqrt{tau}</span>)"
+            "</td></tr></table><p>正确（ex-1-1）：把 <code>answer</code> 设为</p></div>"
+            "</body></html>")
+    page = tmp_path / "page.html"
+    page.write_text(html, encoding="utf-8")
+    text = printed_text(page)
+    assert "printed in the prose" not in text and "overflow" not in text
+    assert "array" not in text and "answer" not in text and "sqrt" not in text
+    assert english_words(text, names) == ["against", "sum"]
+
+
+def test_zh_chapters_print_no_english_beyond_names(zh_html):
+    """What the chapters' code cells print and display on the Chinese pages (the lines
+    of stdout, the Markdown tables and replies) reads in Chinese: at most
+    ENGLISH_ALLOWANCE English words per chapter by the rules above (identifiers, numbers,
+    math, names and abbreviations excepted), although each chapter ran once, in English."""
+    names = bibliography_names() | ENGLISH_NAMES
+    counts = {page: english_words(printed_text(zh_html / page), names)
+              for page in site_pages(zh_html) if re.match(r"book/\d\d-", page)}
+    assert len(counts) >= 8
+    print("English words printed per chapter of the Chinese site:\n" + english_table(counts))
+    over = {page: words for page, words in counts.items() if len(words) > ENGLISH_ALLOWANCE}
+    assert not over, "\n" + english_table(over)
+
+
 def test_no_line_of_a_chinese_page_starts_with_the_punctuation_after_a_formula(zh_html):
     """Inline math followed by "，", "。", "）" ... is kept with it (translations.py): no
     formula is followed, outside such a pair, by punctuation that may not start a line."""
@@ -708,6 +782,53 @@ def test_no_line_of_a_chinese_page_starts_with_the_punctuation_after_a_formula(z
             elif isinstance(after, NavigableString) and after[:1] and after[0] in "，。、；：！？）":
                 loose.append((page.name, math.get_text()[:30], after[:5]))
     assert kept >= 100 and not loose, (kept, loose[:5])
+
+
+# In a short table cell (translations.SHORT_CELL characters at most: a term, a verdict),
+# each run of Chinese characters ("成立", "恒等式") whose
+# characters lie on more than one line
+SPLIT_CHINESE_JS = """
+(shortCell) => {
+  const split = [];
+  const run = /[\\u3400-\\u9fff]+/g;
+  for (const cell of document.querySelectorAll("article table td, article table th")) {
+    if (cell.textContent.trim().length > shortCell) { continue; }
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.data.matchAll(run)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const tops = new Set(Array.from(range.getClientRects(), r => Math.round(r.top)));
+        if (tops.size > 1) { split.push(m[0]); }
+      }
+    }
+  }
+  return split;
+}
+"""
+
+
+@needs_chromium
+def test_table_cells_break_no_chinese_word(zh_html):
+    """The theorem ledger's narrow columns, on a laptop and on a phone: no word of a short
+    cell is broken between lines (translations.py's ``KeepShortCellsWhole``), and the
+    page is no wider than the screen."""
+    from playwright.sync_api import sync_playwright
+    from translations import SHORT_CELL
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path())
+        try:
+            for width in (1280, 390):
+                page = browser.new_page(viewport={"width": width, "height": 900})
+                page.goto((zh_html / "book" / "ledger.html").as_uri())
+                page.evaluate("document.fonts.ready")
+                split = page.evaluate(SPLIT_CHINESE_JS, SHORT_CELL)
+                assert not split, (width, split[:10])
+                assert page.evaluate("document.documentElement.scrollWidth") <= width
+        finally:
+            browser.close()
 
 
 CHROME_TOOLTIPS = {"a.headerlink": "title", ".primary-toggle": "title",

@@ -228,8 +228,31 @@ class KeepPunctuationWithMath(SphinxPostTransform):
                 parent.remove(after)
 
 
+#: A table cell at most this long (a term, a verdict: "恒等式", "部分成立") keeps its words whole
+SHORT_CELL = 6
+
+
+class KeepShortCellsWhole(SphinxPostTransform):
+    """In a Chinese page, a short table cell breaks lines only at spaces and punctuation
+    (``mhacore-words``, editions.css: ``word-break: keep-all``): a narrow column (the
+    ledger's kind and verdict) would otherwise break its words character by character
+    ("成/立"), since Chinese text may break anywhere. Longer cells wrap as prose does."""
+
+    default_priority = 10
+    formats = ("html",)
+
+    def run(self, **kwargs):
+        if not (self.config.language or "en").startswith("zh"):
+            return
+        for entry in self.document.findall(nodes.entry):
+            text = entry.astext().strip()
+            if text and len(text) <= SHORT_CELL and "\n" not in text:
+                entry["classes"].append("mhacore-words")
+
+
 def setup(app):
     app.add_post_transform(KeepPunctuationWithMath)
+    app.add_post_transform(KeepShortCellsWhole)
     app.add_post_transform(TranslateExecutionTable)
     app.connect("config-inited", _translate_chrome, priority=850)
     app.connect("html-page-context", _translate_buttons, priority=700)
