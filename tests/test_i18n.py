@@ -2,8 +2,10 @@
 
 The catalog ``mhacore/locale/<language>/LC_MESSAGES/mhacore.po`` must hold a translation of
 every message the package shows a reader: each string the code marks with ``_()`` or
-``N_()`` (read from the source by babel's extractor), each word of the book's figures
-that a chapter's code marks with ``N_()`` (:mod:`mhacore.figures` draws them), the claim, symbolic check, caveat and
+``N_()`` (read from the source by babel's extractor), each string a chapter's code marks
+with ``N_()`` (the words of the book's figures, which :mod:`mhacore.figures` draws, and
+the lines and table headers and labels the chapters print, which the Chinese pages show
+through :func:`mhacore.i18n.translate_rendered`), the claim, symbolic check, caveat and
 power of every registered theorem check, and the prompt and hints of every sealed exercise
 of the book. Every translation keeps its placeholders, formulas, code and numbers; the
 shipped ``.mo`` is the ``.po`` compiled. English stays byte for byte what it was.
@@ -57,9 +59,12 @@ _CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
 
 
 def chapter_messages() -> dict[str, str]:
-    """The words of the book's figures: each string a chapter's code marks with ``N_``
+    """Each string a chapter's code marks with ``N_``: the words of the book's figures
     (an axis label, a title, a legend entry), which :func:`mhacore.figures.glue_figure`
-    translates when it draws the figure in another language."""
+    translates when it draws the figure in another language, and what the chapters print:
+    a line's message or template (``N_("z against -1/4: {z}").format(z=...)``), a
+    table's header and labels (displayed as Markdown), which the Chinese pages show
+    translated (:func:`mhacore.i18n.translate_rendered`)."""
     from babel.messages.extract import extract
 
     found = {}
@@ -68,7 +73,7 @@ def chapter_messages() -> dict[str, str]:
         for _line, message, _comments, _context in extract(
                 "python", io.BytesIO(code.encode("utf-8")), keywords={"N_": None}):
             if isinstance(message, str) and message:
-                found.setdefault(message, f"figure of book/{page.name}")
+                found.setdefault(message, f"book/{page.name}: a figure or an output")
     return found
 
 

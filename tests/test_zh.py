@@ -737,8 +737,9 @@ def test_printed_text_keeps_to_the_rules(tmp_path):
     by the site's rules: names, abbreviations, identifiers, numbers and math excepted."""
     names = bibliography_names() | ENGLISH_NAMES
     html = ("<html><body><p>MSE by d_k, printed in the prose</p><div class='cell_output'>"
-            "<div class='output stream'><pre>nw-bandwidth-rate:\n    估计值 -0.21 ± 0.005（SE），"
-            "预测值 -0.2 -> 成立\nz against -1/4: 7.2\nall-MiniLM-L6-v2：6 层</pre></div>"
+            "<div class='output stream'><pre>nw-bandwidth-rate:\n"
+            "    估计值 -0.21 ± 0.005（SE），预测值 -0.2 -> 成立\n"
+            "z against -1/4: 7.2\nall-MiniLM-L6-v2：6 层</pre></div>"
             "<div class='output stderr'><pre>RuntimeWarning: overflow</pre></div>"
             "<div class='output text_plain'><pre>array([1, 2])</pre></div>"
             "<table><tr><th>键</th><th>高斯核</th></tr><tr><td>sum</td><td>1.000</td></tr>"
