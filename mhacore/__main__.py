@@ -25,9 +25,10 @@ run goes on (a full disk) ends it with one line naming the file, which keeps wha
 before (exit 1).
 
 ``sweep`` (:mod:`mhacore.fair_width` for ``heads-width``, :mod:`mhacore.sweeps` for
-``heads-width-fixed``) follows the same rules; its ``--resume`` refuses (exit 1, file
-untouched) a file made by the other sweep or with another ``--seed``, ``--queries``,
-``--block-size``, ``--steps`` or ``--p``, one that is not a sweep report, or one holding
+``heads-width-fixed``, :mod:`mhacore.trained_heads` for ``trained-heads``) follows the same
+rules; its ``--resume`` refuses (exit 1, file untouched) a file made by another sweep or
+with another ``--seed``, ``--queries``, ``--block-size``, ``--steps`` or ``--p`` (for
+``trained-heads``: another ``--size`` too), one that is not a sweep report, or one holding
 a unit of the grid it cannot summarise (a wrong shape, a value not finite or negative).
 """
 
@@ -509,6 +510,12 @@ SWEEP_SIZES = {
                  "OMP_NUM_THREADS=1, 5-20 s without)",
         "large": "D 8 to 128, 22 n from 10 to 31 623, 32 blocks of 1 design (about 30 "
                  "minutes)"},
+    "trained-heads": {
+        "tiny": "smooth, H 1 and 2, k 4 and 8, 2 seeds, 6 steps (a few seconds)",
+        "small": "smooth and linear, H 1, 4, 16, k 8 and 32, 4 seeds, 200 steps (under a "
+                 "minute)",
+        "large": "smooth and linear, H 1 to 16 (d_model 32), k 8 to 64, 8 seeds, 2000 steps, "
+                 "lambda sweep at H 4, k 32 (14 minutes measured with OMP_NUM_THREADS=1)"},
 }
 
 
@@ -527,11 +534,12 @@ def sweep(argv: list[str]) -> int:
     a usage error (found before any work starts and before the process group), 130
     after Ctrl-C or SIGTERM (one line says how many units are saved).
     """
-    from . import distributed, fair_width, sweeps
+    from . import distributed, fair_width, sweeps, trained_heads
 
     fixed = bool(argv) and argv[0] == "heads-width-fixed"
-    module = sweeps if fixed else fair_width
-    name = "heads-width-fixed" if fixed else "heads-width"
+    trained = bool(argv) and argv[0] == "trained-heads"
+    module = sweeps if fixed else trained_heads if trained else fair_width
+    name = "heads-width-fixed" if fixed else "trained-heads" if trained else "heads-width"
     sizes = "; ".join(f"{s}: {SWEEP_SIZES[name][s]}" for s in module.SIZES)
     parser = _Parser(
         prog="python -m mhacore sweep",
@@ -539,9 +547,12 @@ def sweep(argv: list[str]) -> int:
                     "heads-width: the fair sweep (temperatures by cross-validation, "
                     "random, signal-aware and learned heads, mixture and concat "
                     "outputs, p = D); heads-width-fixed: chapter 6's first model (one "
-                    "projection scale). "
+                    "projection scale). trained-heads: chapter 9, a trained attention "
+                    "layer on in-context regression (best H per prompt length, head "
+                    "diversity at initialisation and after training, a diversity-penalty "
+                    "sweep). "
                     f"Sizes of {name} (one process, two CPU cores): {sizes}.")
-    parser.add_argument("name", choices=["heads-width", "heads-width-fixed"])
+    parser.add_argument("name", choices=["heads-width", "heads-width-fixed", "trained-heads"])
     parser.add_argument("--size", choices=list(module.SIZES), default="small",
                         help="grid and replicates (default: %(default)s)")
     parser.add_argument("--budgets", type=_int_at_least(2), nargs="+", metavar="D",
@@ -559,7 +570,8 @@ def sweep(argv: list[str]) -> int:
                         help="heads-width-fixed only: override the dimension of keys "
                              "and queries (>= every D; heads-width has p = D)")
     parser.add_argument("--steps", type=_int_at_least(0),
-                        help="heads-width only: gradient steps of the learned heads")
+                        help="heads-width: gradient steps of the learned heads; "
+                             "trained-heads: training steps (>= 1)")
     parser.add_argument("--seed", type=_seed_arg, default=20260521,
                         help="integer >= 0 (default: %(default)s)")
     parser.add_argument("--device", type=_device_arg, default="cpu",
@@ -577,14 +589,25 @@ def sweep(argv: list[str]) -> int:
         parser.error("--resume needs --out")
     if fixed and args.steps is not None:
         parser.error("--steps belongs to heads-width (learned heads), not heads-width-fixed")
-    if not fixed and args.p is not None:
+    if not fixed and not trained and args.p is not None:
         parser.error("--p belongs to heads-width-fixed; heads-width has p = D")
-    overrides = {"budgets": args.budgets, "n_values": args.n_values,
-                 "blocks": args.blocks, "block_size": args.block_size, "m": args.queries}
-    overrides.update({"p": args.p} if fixed else {"steps": args.steps})
+    if trained:
+        given = [o for o, v in (("--budgets", args.budgets), ("--n-values", args.n_values), ("--p", args.p),
+                                ("--blocks", args.blocks), ("--queries", args.queries)) if v is not None]
+        if given:
+            parser.error(f"{given[0]} is not an option of trained-heads (it takes --size, --steps, "
+                         "--block-size (seeds per unit), --seed, --device, --out, --resume)")
+        overrides = {"steps": args.steps, "block_size": args.block_size}
+    else:
+        overrides = {"budgets": args.budgets, "n_values": args.n_values,
+                     "blocks": args.blocks, "block_size": args.block_size, "m": args.queries}
+        overrides.update({"p": args.p} if fixed else {"steps": args.steps})
     try:
         module.settings(args.size, seed=args.seed, overrides=overrides)
     except ValueError as exc:  # --p below a budget: checked before any work
+        if trained:
+            parser.error(str(exc).replace("steps must", "--steps must", 1)
+                         .replace("block_size must", "--block-size must", 1))
         parser.error(str(exc).replace("p must", "--p must", 1)
                      .replace("n_values must", "--n-values must", 1))
     _before_work(parser, args.out, None if args.resume else "sweep")
@@ -647,7 +670,8 @@ def main(argv: list[str] | None = None) -> int:
               "  check   run the book's theorem checks and write a JSON report\n"
               "  teach   generate reader, student or instructor notebooks from the chapters\n"
               "  sweep   heads-width: best head width over budgets and sizes (C5); "
-              "heads-width-fixed: chapter 6's first model",
+              "heads-width-fixed: chapter 6's first model; trained-heads: chapter 9's "
+              "trained attention",
               file=sys.stdout if asked else sys.stderr)
         return 0 if asked else 2
     return commands[argv[0]](argv[1:])

@@ -55,7 +55,7 @@ from ._validation import check_device, check_float_dtype, check_int, check_nonne
 from .nw import nw_estimate, nw_weights
 
 __all__ = ["FAMILIES", "Task", "TrainConfig", "Prompts", "AttentionParams", "TrainResult", "prompt_stream", "sample_prompts",
-           "init_params", "predict", "head_outputs", "projections", "diversity_penalty", "test_risk", "train",
+           "init_params", "predict", "head_outputs", "attention_weights", "projections", "diversity_penalty", "test_risk", "train",
            "baseline_predictions", "baseline_risks"]
 
 FAMILIES = ("linear", "smooth")
@@ -380,6 +380,17 @@ def _folded(params: AttentionParams):
     return forms, torch.einsum("shtj,shj->sht", values, read)  # (S, H, d+1, d+2), (S, H, d+1)
 
 
+def _attention(params: AttentionParams, prompts: Prompts):
+    """Each head's weights over the context and scalar values, (S, H, B, k) each, in token space."""
+    d = prompts.x_context.shape[-1]
+    forms, read = _folded(params)  # (S, H, d+1, d+2), (S, H, d+1)
+    tokens = torch.cat([prompts.x_context, prompts.y_context[..., None]], dim=-1)  # (S, B, k, d+1), flag dropped
+    query = torch.einsum("shtu,sbu->shbt", forms[..., :d], prompts.x_query) + forms[:, :, None, :, d + 1]  # (S, H, B, d+1)
+    logits = torch.einsum("sbkt,shbt->shbk", tokens, query)  # (S, H, B, k)
+    values = torch.einsum("sbkt,sht->shbk", tokens, read)  # (S, H, B, k)
+    return torch.softmax(logits, dim=-1), values
+
+
 def _contributions(params: AttentionParams, prompts: Prompts) -> torch.Tensor:
     """Each head's scalar share of the prediction, (S, H, B); the sum over H is the prediction.
 
@@ -387,13 +398,33 @@ def _contributions(params: AttentionParams, prompts: Prompts) -> torch.Tensor:
     operations (28 at the book's sizes) than projecting every context token to ``d_model``
     and then to each head (:func:`_heads`), for the same function.
     """
-    d = prompts.x_context.shape[-1]
-    forms, read = _folded(params)  # (S, H, d+1, d+2), (S, H, d+1)
-    tokens = torch.cat([prompts.x_context, prompts.y_context[..., None]], dim=-1)  # (S, B, k, d+1), flag dropped
-    query = torch.einsum("shtu,sbu->shbt", forms[..., :d], prompts.x_query) + forms[:, :, None, :, d + 1]  # (S, H, B, d+1)
-    logits = torch.einsum("sbkt,shbt->shbk", tokens, query)  # (S, H, B, k)
-    values = torch.einsum("sbkt,sht->shbk", tokens, read)  # (S, H, B, k)
-    return (torch.softmax(logits, dim=-1) * values).sum(-1)  # (S, H, B)
+    weights, values = _attention(params, prompts)  # (S, H, B, k) each
+    return (weights * values).sum(-1)  # (S, H, B)
+
+
+def attention_weights(params, prompts) -> torch.Tensor:
+    """Each head's NW weights: the query token's softmax weights over the ``k`` context tokens.
+
+    Parameters
+    ----------
+    params : AttentionParams
+    prompts : Prompts
+
+    Returns
+    -------
+    torch.Tensor of shape (S, H, B, k)
+        Non-negative, summing to 1 over ``k``; :func:`head_outputs` is
+        ``Σ_i weights_hi u_hi`` with these weights (claim C0).
+
+    Examples
+    --------
+    >>> config = TrainConfig(Task(x_dim=2, n_context=3), d_model=4, n_heads=2)
+    >>> w = attention_weights(init_params(config, [0]), sample_prompts(config.task, [0], 5))
+    >>> tuple(w.shape), bool(torch.allclose(w.sum(-1), torch.ones(1, 2, 5, dtype=w.dtype)))
+    ((1, 2, 5, 3), True)
+    """
+    _check_model_inputs(params, prompts)
+    return _attention(params, prompts)[0]
 
 
 def _predict(params: AttentionParams, prompts: Prompts) -> torch.Tensor:
