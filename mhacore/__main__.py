@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 from ._provenance import OPTIONAL, REQUIRED, device_info, package_versions, provenance
+from .i18n import N_
 from ._report import ReportBusy, ReportWriteError, report_lock
 
 
@@ -56,11 +57,15 @@ def doctor(required: dict[str, str] = REQUIRED, optional: dict[str, str] = OPTIO
     from ._version import __version__
     import platform
 
-    print(f"mhacore {__version__} on Python {platform.python_version()} ({platform.machine()})",
-          file=stream)
+    # the report's words are marked for the catalog (N_): the Chinese edition's
+    # environment page shows them in Chinese (book/_ext/localized_outputs.py)
+    print(N_("mhacore {version} on Python {python} ({machine})").format(
+        version=__version__, python=platform.python_version(), machine=platform.machine()),
+        file=stream)
     missing = []
-    for title, names, needed in (("required", required, True), ("optional", optional, False)):
-        print(f"\n{title} packages:", file=stream)
+    for title, names, needed in ((N_("required packages:"), required, True),
+                                 (N_("optional packages:"), optional, False)):
+        print(f"\n{title}", file=stream)
         for dist, version in package_versions(names).items():
             print(f"  {dist:<16} {version or 'MISSING'}", file=stream)
             if version is None and needed:
@@ -69,17 +74,18 @@ def doctor(required: dict[str, str] = REQUIRED, optional: dict[str, str] = OPTIO
         try:
             info = device_info()
         except ImportError as exc:  # installed, but broken (e.g. a wrong build)
-            print(f"\ntorch is installed but cannot be imported: {exc}", file=stream)
+            print("\n" + N_("torch is installed but cannot be imported: {error}").format(
+                error=exc), file=stream)
             missing.append("torch (importable)")
         else:
-            print("\ndevice and determinism:", file=stream)
+            print("\n" + N_("device and determinism:"), file=stream)
             for key, value in info.items():
                 print(f"  {key:<26} {value}", file=stream)
     if missing:
-        print(f"\nmissing required packages: {', '.join(missing)}. "
-              "Install them with: pip install -r requirements.txt", file=stream)
+        print("\n" + N_("missing required packages: {names}. Install them with: pip install "
+                        "-r requirements.txt").format(names=", ".join(missing)), file=stream)
         return 1
-    print("\nall required packages are present", file=stream)
+    print("\n" + N_("all required packages are present"), file=stream)
     return 0
 
 
