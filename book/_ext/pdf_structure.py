@@ -113,7 +113,66 @@ def _preamble(app, config):
         "preamble", "") + PREAMBLE}
 
 
+#: A table holding more text than this (characters) may not fit on a page
+LONG_TABLE_TEXT = 1500
+#: The widest cell of a column of short cells, in Latin characters
+SHORT = 16
+#: The width of a long column, in Latin characters, relative to the others
+LONG = 40
+
+
+def _width(text: str) -> int:
+    """``text``'s width in Latin characters: a Chinese character counts two."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def column_widths(rows: list[list[str]]) -> list[int]:
+    """Relative widths of a table's columns from their cells' text (:func:`_width`, plus
+    2 for a cell's padding): a column of short cells (a term, a verdict: each at most
+    ``SHORT`` wide) as wide as its widest; any other as its cells' mean width, at most
+    ``LONG`` (a long column takes the room that is left); every column at least 6.
+
+    >>> column_widths([["C0", "One attention head is a kernel smoother of its values, "
+    ...                 "which the book calls an NW estimator", "holds"],
+    ...                ["C1", "Many heads are an ensemble", "mixed"]])
+    [6, 40, 7]
+    >>> column_widths([["C0", "成立"], ["C1", "仅在模型中成立"]])
+    [6, 16]
+    """
+    widths = []
+    for column in zip(*rows):
+        sizes = [_width(cell) + 2 for cell in column]
+        wide = max(sizes) if max(sizes) <= SHORT + 2 else min(LONG, sum(sizes) / len(sizes))
+        widths.append(max(6, round(wide)))
+    return widths
+
+
+class LongTablesBreakAcrossPages(SphinxPostTransform):
+    """In the PDF, a table with more text than a page holds (the theorem ledger's claims)
+    is a ``longtable``, which breaks across pages, with columns as wide as their text
+    needs (:func:`column_widths`): Sphinx sets a short table as a ``tabulary``, which
+    cannot break, and the ledger's last rows ran off the page."""
+
+    default_priority = 10
+    formats = ("latex",)
+
+    def run(self, **kwargs):
+        for table in list(self.document.findall(nodes.table)):
+            rows = [[entry.astext() for entry in row.findall(nodes.entry)]
+                    for row in table.findall(nodes.row)]
+            if sum(len(cell) for row in rows for cell in row) <= LONG_TABLE_TEXT or \
+                    "longtable" in table["classes"] or len({len(r) for r in rows}) != 1:
+                continue
+            colspecs = list(table.findall(nodes.colspec))
+            for colspec, width in zip(colspecs, column_widths(rows)):
+                colspec["colwidth"] = width
+            table["classes"] += ["longtable", "colwidths-given"]
+
+
 def setup(app):
+    app.add_post_transform(LongTablesBreakAcrossPages)
     app.connect("config-inited", _preamble, priority=810)
     app.connect("builder-inited", _proof_titles_in_language)
     app.connect("env-get-updated", _site_numbers, priority=900)
