@@ -14,9 +14,10 @@ catalog with ``N_`` (:mod:`mhacore.i18n`), and hands it to the text with
   language the package speaks there (a Chinese notebook sets ``zh_CN`` in its first
   cell).
 
-A translated text is set in the language's font (:data:`FONTS`, which has Latin letters
-and digits too; the figure's own font after it): matplotlib draws the words around a
-formula (``"带宽 $h$"``) in a text's first font only. Numbers, formulas (``$...$``) and words
+A translated text is drawn with the language's font (:data:`FONTS`) after the figure's own,
+which keeps its Latin letters, digits and signs as in the English figure; a text with a
+formula (``"带宽 $h$"``) has the language's font first, since matplotlib draws the words
+around a formula in a text's first font only. Numbers, formulas (``$...$``) and words
 with no translation stay as they are; each translated copy records in its output's
 metadata (:data:`METADATA_KEY`) what it translated and which texts it left with letters in
 them, so a test can find a word missing from the catalog, or a translation changed since
@@ -109,6 +110,12 @@ def translate_text(text: str, language: str) -> str | None:
     return "\n".join(lines)
 
 
+def _families(text: str, family: list, font: str) -> list:
+    """The fonts a translated ``text`` is drawn in: ``font`` first when the text has a
+    formula, else after the figure's own ``family``."""
+    return [font, *family] if _MATH.search(text) else [*family, font]
+
+
 def _tick_texts(fig) -> set:
     """The tick labels and offset texts of ``fig``'s axes: the axes redraw them from their
     formatters, which :func:`translated` translates instead."""
@@ -182,7 +189,7 @@ def translated(fig, language: str):
         if new != text:
             undo.append((artist, text, artist.get_fontfamily()))
             artist.set_text(new)
-            artist.set_fontfamily([font, *artist.get_fontfamily()])
+            artist.set_fontfamily(_families(new, artist.get_fontfamily(), font))
     formatters = []
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):

@@ -32,6 +32,7 @@ def drawn():
     ax.text(1, 3, "best head alone")
     image = bars.imshow([[0, 1], [1, 0]])
     fig.colorbar(image, ax=bars, label="squared overlap")
+    bars.set_ylabel("weight $w_i(q)$")
     bars.set_xticks([0, 1], ["uniform", "geometric\nr=0.5"])
     bars.set_title("not in the catalog")
     yield fig
@@ -56,7 +57,8 @@ def test_every_kind_of_text_is_translated_and_restored(drawn):
                     "重叠的平方", "均匀", "几何\nr=0.5"):
         assert chinese in during, chinese
     assert "$h^*$" in during  # a formula is its own translation
-    assert families["带宽 h"][0] == figures.FONTS["zh_CN"]  # first: formulas' words
+    assert families["带宽 h"][-1] == figures.FONTS["zh_CN"]  # after the figure's own
+    assert families["权重 $w_i(q)$"][0] == figures.FONTS["zh_CN"]  # around a formula: first
     assert record["untranslated"] == ["not in the catalog"]
     assert record["translated"]["bandwidth h"] == "带宽 h"
     assert words(drawn) == before  # as it was after the block
