@@ -53,12 +53,13 @@ import contextlib
 import gettext as _gettext
 import os
 import re
+import sys
 import warnings
 from pathlib import Path
 
 __all__ = ["DOMAIN", "ENGLISH", "ENVIRONMENT_VARIABLE", "LANGUAGES", "LOCALE_DIR", "N_", "_",
            "get_language", "gettext", "language", "set_language", "translate",
-           "translate_phrase", "translate_rendered"]
+           "translate_outputs", "translate_phrase", "translate_rendered"]
 
 DOMAIN = "mhacore"
 LOCALE_DIR = Path(__file__).with_name("locale")
@@ -388,3 +389,67 @@ def translate_rendered(text: str, language: str | None = None) -> str:
         out.append(reader.line(body) + line[len(body):])
     flush()
     return "".join(out)
+
+
+# --- a notebook's own outputs, as it runs --------------------------------------------------
+
+class _TranslatedStream:
+    """A text stream that writes each complete line translated (:func:`translate_rendered`),
+    the rest of its work left to the stream it wraps."""
+
+    def __init__(self, stream, language: str):
+        self.stream, self.language, self._line = stream, language, ""
+
+    def write(self, text):
+        self._line += text
+        *lines, self._line = self._line.split("\n")
+        if lines:
+            self.stream.write(translate_rendered("\n".join(lines) + "\n", self.language))
+        return len(text)
+
+    def flush(self):
+        if self._line:
+            self.stream.write(translate_rendered(self._line, self.language))
+            self._line = ""
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def translate_outputs(language: str | None = None) -> None:
+    """In a notebook, from now on: what the cells print, and the Markdown they display (the
+    chapters' tables), in ``language``, as the book's pages in that language show the
+    outputs of its English execution (:func:`translate_rendered`: the lines and tables
+    that are the catalog's messages; numbers as computed).
+
+    The book's Chinese notebooks call it in their first cell, after :func:`set_language`.
+
+    Parameters
+    ----------
+    language : str, optional
+        One of :data:`LANGUAGES` (default: the current language).
+
+    Raises
+    ------
+    ValueError
+        If ``language`` is not one of :data:`LANGUAGES`.
+    RuntimeError
+        Outside IPython (a notebook's kernel, or ``ipython``).
+    """
+    code = _current if language is None else _checked(language)
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        raise RuntimeError("translate_outputs works in a notebook (an IPython kernel); "
+                           "this Python has no IPython shell")
+    from IPython.display import Markdown
+
+    if isinstance(sys.stdout, _TranslatedStream):
+        sys.stdout.language = code
+    else:
+        sys.stdout = _TranslatedStream(sys.stdout, code)
+        shell.events.register("post_run_cell", lambda *args: sys.stdout.flush())
+    shell.display_formatter.formatters["text/markdown"].for_type(
+        Markdown, lambda shown: translate_rendered(shown.data or "", code))

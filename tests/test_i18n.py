@@ -491,5 +491,41 @@ def update_catalogs() -> None:
         print(f"{po.relative_to(ROOT)}: {dict(stats)}")
 
 
+# --- a Chinese notebook's own outputs ------------------------------------------------------
+
+def test_a_notebook_prints_and_displays_in_its_language(capsys):
+    """``translate_outputs`` (the Chinese notebooks' first cell): printed lines and
+    displayed Markdown tables that are catalog messages come out in Chinese as the cells
+    run, numbers as computed, a line printed in pieces once it is whole; English otherwise."""
+    import IPython.display as display
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    before, formatter = sys.stdout, shell.display_formatter.formatters["text/markdown"]
+    try:
+        with i18n.language("zh_CN"):
+            i18n.translate_outputs()
+        shell.run_cell("print('19 checks, 19 hold'); print('x = 1.5')\n"
+                       "print('19 checks,', end=''); print(' 18 hold')")
+        table = display.Markdown("| check | verdict |\n|---|---|\n| a | holds |")
+        shown = shell.display_formatter.format(table)[0]["text/markdown"]
+    finally:
+        sys.stdout = before
+        formatter.pop(display.Markdown, None)
+        shell.events.callbacks["post_run_cell"].clear()
+    assert capsys.readouterr().out == "19 个检验，19 个成立\nx = 1.5\n19 个检验，18 个成立\n"
+    assert "| 检验 | 结论 |" in shown and "| a | 成立 |" in shown
+    with pytest.raises(ValueError, match="language must be one of"):
+        i18n.translate_outputs("fr")
+
+
+def test_translate_outputs_needs_a_notebook(monkeypatch):
+    import IPython
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    with pytest.raises(RuntimeError, match="works in a notebook"):
+        i18n.translate_outputs("zh_CN")
+
+
 if __name__ == "__main__":
     update_catalogs()

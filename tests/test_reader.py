@@ -313,6 +313,7 @@ def test_converter_writes_its_words_in_the_books_language():
     nb = edition_notebook(source, book, "student")
     assert nb.cells[1].source.startswith("*学生版")
     first = next(c for c in nb.cells if c.cell_type == "code")
-    assert first.source.endswith('mhacore.set_language("zh_CN")')
+    assert first.source.endswith('mhacore.set_language("zh_CN")\n# 各单元打印和显示的内容也用中文，与本书页面上一致\n'
+                                 'mhacore.i18n.translate_outputs()')
     assert all(c.source != STUB for c in nb.cells) and any(
         c.source.startswith("# 轮到你了") for c in nb.cells)

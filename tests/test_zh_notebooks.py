@@ -170,7 +170,8 @@ def test_a_chinese_notebook_for_every_chapter(notebooks):
     for stem, nb in notebooks.items():
         assert nb.metadata["mhacore_language"] == LANGUAGE
         code = [c for c in nb.cells if c.cell_type == "code"]
-        assert code[0].metadata.get(READER_KEY) and code[0].source.endswith(SET_LANGUAGE), stem
+        assert code[0].metadata.get(READER_KEY) and SET_LANGUAGE in code[0].source and \
+            code[0].source.endswith("mhacore.i18n.translate_outputs()"), stem
         markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
         assert not LEFTOVER_MYST.search(markdown), (stem, LEFTOVER_MYST.search(markdown))
         found = ENGLISH_WORDS.search("\n".join(c.source for c in nb.cells))
@@ -257,9 +258,13 @@ RUN = "07-structured-weights"  # the quickest chapter with self-checks (17 s in 
 def test_a_chinese_notebook_runs_and_its_self_checks_reply_in_chinese(notebooks, tmp_path,
                                                                         capsys):
     """One Chinese notebook, top to bottom in a plain kernel, in a folder of its own: no
-    error, and its self-checks (answer = None) reply in Chinese. About 20-35 s (chapter 1
-    took 25-90 s, so the quicker chapter 7 runs here; the English reader notebooks, with
-    the same code, all run in tests/test_reader.py)."""
+    error, its self-checks (answer = None) reply in Chinese, and what its cells print and
+    display (the chapter's tables) is Chinese, as on the Chinese page, by the site's rules
+    for English words (tests/test_zh.py). About 20-35 s (chapter 1 took 25-90 s, so the
+    quicker chapter 7 runs here; the English reader notebooks, with the same code, all run
+    in tests/test_reader.py)."""
+    from test_zh import ENGLISH_ALLOWANCE, ENGLISH_NAMES, bibliography_names, english_words
+
     from nbclient import NotebookClient
 
     nb = notebooks[RUN]
@@ -274,3 +279,13 @@ def test_a_chinese_notebook_runs_and_its_self_checks_reply_in_chinese(notebooks,
     replies = self_check_replies(nb)
     assert len(replies) >= 2
     assert_chinese(replies)
+    printed = [o.get("text") or o.get("data", {}).get("text/markdown", "")
+               for c in nb.cells if c.cell_type == "code" for o in c.outputs
+               if o.output_type == "stream" or "text/markdown" in o.get("data", {})]
+    tables = [text for text in printed if text.lstrip().startswith("|")]
+    assert len(tables) >= 2 and all(CJK.search(t) for t in tables), tables[:2]
+    # read as the page is: inline code is code, and a glued number's line (`key =
+    # value`, how the notebook shows what the page writes into its text) is the page's
+    read = re.sub(r"`[^`]*`|^[\w.-]+ = .*$", " ", "\n".join(printed), flags=re.M)
+    left = english_words(read, bibliography_names() | ENGLISH_NAMES)
+    assert len(left) <= ENGLISH_ALLOWANCE, left

@@ -842,7 +842,9 @@ def edition_notebook(source: Path, book: Book, edition: str = "reader",
 # Where the book is in another language, its notebooks' first code cell also sets
 # mhacore's, so that the self-checks reply in it.
 LANGUAGE_CELL = ("# mhacore's messages (the self-checks' replies) in this language\n"
-                 "import mhacore\n\nmhacore.set_language(\"{language}\")")
+                 "import mhacore\n\nmhacore.set_language(\"{language}\")\n"
+                 "# and what the cells print and display, as the book's pages show it\n"
+                 "mhacore.i18n.translate_outputs()")
 
 
 def _in_language(code: str, book: Book) -> str:

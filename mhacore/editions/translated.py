@@ -105,6 +105,8 @@ WORDS = {"zh_CN": {
     # the line that sets the language, after the install cell (reader.edition_notebook)
     "# mhacore's messages (the self-checks' replies) in this language":
         "# mhacore 的消息（自我检查的回复）用中文",
+    "# and what the cells print and display, as the book's pages show it":
+        "# 各单元打印和显示的内容也用中文，与本书页面上一致",
 }}
 
 
