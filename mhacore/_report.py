@@ -24,11 +24,13 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_json_atomic", "out_problem", "report_target", "is_report", "report_lock",
+__all__ = ["measurement_main", "write_json_atomic", "out_problem", "report_target", "is_report", "report_lock",
            "lock_file", "ReportBusy", "ReportWriteError"]
 
 #: What each kind of report holds at its top level (``check --out``, ``sweep --out``).
-REPORT_KEYS = {"check": ("results", "seed", "scale"), "sweep": ("settings", "units")}
+REPORT_KEYS = {"check": ("results", "seed", "scale"), "sweep": ("settings", "units"),
+               # a measurement module's report (ensemble_rho, minilm_heads)
+               "measurement": ("provenance", "scale", "seed", "settings")}
 _MAX_REPORT_BYTES = 256 * 2**20  # a report is far smaller; a bigger file is no report
 
 
@@ -222,3 +224,29 @@ def report_lock(out, *, follow: bool = True):
             if os.lstat(lock).st_ino == os.fstat(handle).st_ino:
                 os.unlink(lock)
         os.close(handle)
+
+
+def measurement_main(argv, *, prog: str, description: str, scales, default_seed: int,
+                     run, write, summary) -> dict:
+    """The command line of a measurement module (``python -m mhacore.ensemble_rho``):
+    ``--scale``, ``--seed`` and ``--out``; with ``--out``, ``write(out, scale, seed,
+    command=...)`` writes the report (an ``--out`` that is a folder, a device or an
+    existing file other than such a report is refused, exit 2: :func:`out_problem`), else
+    ``run(scale, seed)``; prints ``summary(report)`` and returns the report."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--scale", choices=tuple(scales), default="book")
+    parser.add_argument("--seed", type=int, default=default_seed)
+    parser.add_argument("--out", default=None, help="write the JSON report here")
+    args = parser.parse_args(argv)
+    if args.out:
+        problem = out_problem(args.out, "measurement")
+        if problem:
+            parser.error(f"--out: {problem}")
+        report = write(args.out, args.scale, args.seed, command=sys.argv)
+    else:
+        report = run(args.scale, args.seed)
+    print(summary(report))
+    return report

@@ -1005,20 +1005,14 @@ def write_report(path, scale="large", seed=DEFAULT_SEED, *, progress=True, comma
 
 
 def _main(argv=None):
-    import argparse
+    from ._report import measurement_main
 
-    parser = argparse.ArgumentParser(prog="python -m mhacore.ensemble_rho",
-                                     description="Predict ensemble correlations out of sample (claim C7 a).")
-    parser.add_argument("--scale", choices=tuple(SCALES), default="book")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--out", default=None, help="write the JSON report here")
-    args = parser.parse_args(argv)
-    if args.out:
-        report = write_report(args.out, args.scale, args.seed, command=sys.argv)
-    else:
-        report = _jsonable(run(args.scale, args.seed, progress=True))
-    print(f"{report['scale']}: {report['seconds']:.1f} s")
-    return report
+    return measurement_main(
+        argv, prog="python -m mhacore.ensemble_rho",
+        description="Predict ensemble correlations out of sample (claim C7 a).",
+        scales=SCALES, default_seed=DEFAULT_SEED, write=write_report,
+        run=lambda scale, seed: _jsonable(run(scale, seed, progress=True)),
+        summary=lambda report: f"{report['scale']}: {report['seconds']:.1f} s")
 
 
 if __name__ == "__main__":

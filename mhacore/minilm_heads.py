@@ -48,7 +48,6 @@ import json
 import math
 import numbers
 import re
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -1154,21 +1153,16 @@ def write_report(path, scale="large", seed=DEFAULT_SEED, *, command=None, progre
 
 
 def _main(argv=None):
-    import argparse
+    from ._report import measurement_main
 
-    parser = argparse.ArgumentParser(prog="python -m mhacore.minilm_heads",
-                                     description="MiniLM's heads on the book's sentences (claims C3, C4).")
-    parser.add_argument("--scale", choices=tuple(SCALES), default="book")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--out", default=None, help="write the JSON report here")
-    args = parser.parse_args(argv)
-    if args.out:
-        report = write_report(args.out, args.scale, args.seed, command=sys.argv)
-    else:
-        report = run(args.scale, args.seed, progress=True)
-    print(f"{report['scale']}: {report['text']['n_sentences']} sentences, {report['text']['n_tokens']} tokens, "
-          f"{report['seconds']['total']:.1f} s")
-    return report
+    return measurement_main(
+        argv, prog="python -m mhacore.minilm_heads",
+        description="MiniLM's heads on the book's sentences (claims C3, C4).",
+        scales=SCALES, default_seed=DEFAULT_SEED, write=write_report,
+        run=lambda scale, seed: run(scale, seed, progress=True),
+        summary=lambda report: (f"{report['scale']}: {report['text']['n_sentences']} "
+                                f"sentences, {report['text']['n_tokens']} tokens, "
+                                f"{report['seconds']['total']:.1f} s"))
 
 
 if __name__ == "__main__":

@@ -237,3 +237,19 @@ def test_pool_and_tandem_share_refuse_what_they_cannot_use():
     sim = simulate_emigrations(5, rng=0, params=HouseHuntingParams(max_minutes=10))
     with pytest.raises(ValueError, match="snapshot_minutes = range"):
         er.tandem_share(sim)
+
+
+@pytest.mark.parametrize("module", ["ensemble_rho", "minilm_heads"])
+def test_the_command_line_refuses_an_out_that_is_not_its_report(module, tmp_path):
+    """``--out`` naming a folder or a file that is not a measurement report: exit 2,
+    saying why, and nothing is written or run (mhacore._report.measurement_main)."""
+    import importlib
+
+    main = importlib.import_module(f"mhacore.{module}")._main
+    notes = tmp_path / "notes.md"
+    notes.write_text("mine", encoding="utf-8")
+    for out, why in ((notes, "is not a measurement report"), (tmp_path, "is a directory")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--out", str(out)])
+        assert exit_.value.code == 2, why
+    assert notes.read_text(encoding="utf-8") == "mine"
