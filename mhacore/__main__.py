@@ -267,9 +267,11 @@ def _recomputed_verdict(r: dict) -> bool | None:
     conditions = r.get("details", {}).get("conditions", {}) if isinstance(r.get("details"), dict) else {}
     if not isinstance(conditions, dict):
         return None
-    from .theorems._registry import holds
+    from .theorems._registry import holds, side_of
 
-    return holds(*(float(x) for x in numbers), conditions)
+    rule = r.get("tolerance_rule")
+    return holds(*(float(x) for x in numbers), conditions,
+                 side_of(rule) if isinstance(rule, str) else "both")
 
 
 def _finite(value) -> bool:
@@ -493,14 +495,21 @@ def check(argv: list[str]) -> int:
             return 1
         requested = [r for r in report["results"] if r["theorem_id"] in ids]
         failed = [r["theorem_id"] for r in requested if not r["passed"]]
+        # a check whose chapter reports that the data do not support the claim fails
+        # as reported; only a verdict other than the chapter's is an error
+        reported = sum(r.get("finding") == "fails" and not r["passed"] for r in requested)
+        unexpected = [r["theorem_id"] for r in requested
+                      if r["passed"] != (r.get("finding", "holds") != "fails")]
+        tally = f"{len(requested) - len(failed)} passed, {len(failed)} failed"
+        if reported:
+            tally += f" ({reported} as their chapters report)"
         if lead and args.seeds is not None:
             print(theorems.calibration_table(theorems.calibration(requested)))
-            print(f"seeds {_seed_span(args.seeds)}: {len(requested) - len(failed)} passed, "
-                  f"{len(failed)} failed")
+            print(f"seeds {_seed_span(args.seeds)}: {tally}")
         elif lead:
-            print(f"{len(requested) - len(failed)} passed, {len(failed)} failed")
+            print(tally)
         distributed.teardown()
-        return 1 if failed else 0
+        return 1 if unexpected else 0
 
 
 #: What each ``--size`` runs, and its time in one process on two CPU cores.

@@ -272,3 +272,32 @@ def test_seed_span_of_far_apart_seeds_is_cheap():
 
     assert _seed_span([3, 4_000_000_000]) == "3, 4000000000"
     assert _seed_span([1, 2, 3]) == "1-3" and _seed_span([7]) == "7"
+
+
+def test_a_directional_claim_the_data_do_not_show_fails_as_its_chapter_reports(toy_registry, tmp_path,
+                                                                                capsys):
+    """A check registered with finding="fails" (the data do not support the paper's claim)
+    exits 0 when it fails and 1 when it suddenly holds; its verdict reads "not supported",
+    and --resume recomputes a one-sided verdict from the recorded rule."""
+    effect = {"estimate": 0.1}
+
+    @theorems.register("toy-rise", title="t", chapter="c", claim="training raises it", kind="empirical",
+                       claim_id="C4", finding="fails")
+    def _rise(scale, device, seed):
+        return Measurement(estimate=effect["estimate"], prediction=0.0, standard_error=0.05, side="greater")
+
+    result = theorems.run("toy-rise")
+    assert not result.passed and result.as_reported and result.verdict == "not supported"
+    assert result.tolerance_rule == "estimate - prediction > 4 SE" and "z = +2.00" in result.summary()
+    out = tmp_path / "report.json"
+    assert check(["--theorem", "toy-rise", "--out", str(out)]) == 0
+    assert "1 as their chapters report" in capsys.readouterr().out
+    assert check(["--theorem", "toy-rise", "--out", str(out), "--resume"]) == 0  # kept, verdict recomputed
+    effect["estimate"] = 0.3  # z = 6: the claim is now shown, against the chapter
+    assert check(["--theorem", "toy-rise", "--seed", "3"]) == 1
+    assert theorems.run("toy-rise").verdict == "holds"
+    with pytest.raises(ValueError, match="side must be one of"):
+        Measurement(estimate=0.0, prediction=0.0, atol=1e-9, rule="atol", side="less")
+    with pytest.raises(ValueError, match="finding must be one of"):
+        theorems.register("toy-x", title="t", chapter="c", claim="c", kind="model", claim_id="C0",
+                          finding="refuted")

@@ -7,7 +7,7 @@ themselves in :data:`REGISTRY`.  See :func:`run` and :func:`run_checks`.
 from ._registry import (CLAIMS, DEFAULT_SEED, KINDS, REGISTRY, SCALES, CheckResult, Measurement,
                         Theorem, register, run, run_checks)
 from ._calibration import CALIBRATION_REPORT, calibration, calibration_table, load_calibration
-from ._ledger import calibration_rows, calibration_tally, ledger_notes, ledger_rows, ledger_tally
+from ._ledger import as_reported_count, calibration_rows, calibration_tally, ledger_notes, ledger_rows, ledger_tally
 
 # Chapter modules register their checks on import; each is added by its chapter.
 from . import ch01_nw  # noqa: F401
@@ -22,4 +22,4 @@ from . import ch08_ensembles  # noqa: F401
 __all__ = ["CLAIMS", "DEFAULT_SEED", "KINDS", "REGISTRY", "SCALES", "CheckResult", "Measurement", "Theorem",
            "CALIBRATION_REPORT", "calibration", "calibration_table",
            "load_calibration", "register", "run", "run_checks",
-           "calibration_rows", "calibration_tally", "ledger_notes", "ledger_rows", "ledger_tally"]
+           "as_reported_count", "calibration_rows", "calibration_tally", "ledger_notes", "ledger_rows", "ledger_tally"]

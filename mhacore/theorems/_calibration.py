@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._registry import judged_by_standard_error
+from ._registry import judged_by_standard_error, side_of
 
 __all__ = ["CALIBRATION_REPORT", "calibration", "calibration_table", "load_calibration"]
 
@@ -72,6 +72,8 @@ def calibration(results) -> dict:
         by_se = judged_by_standard_error(rows[0].get("rule", ""), rows[0]["tolerance_rule"])
         entry = {"kind": rows[0].get("kind", ""), "claim_id": rows[0].get("claim_id", ""),
                  "rule": "4se" if by_se else "atol", "seeds": len(rows),
+                 "finding": rows[0].get("finding", "holds"),
+                 "side": side_of(rows[0]["tolerance_rule"]) if by_se else "both",
                  "passed": sum(bool(r["passed"]) for r in rows),
                  "failed_seeds": [r["seed"] for r in rows if not r["passed"]]}
         failed_conditions: dict[str, int] = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..i18n import gettext as _
 from ._registry import REGISTRY
 
-__all__ = ["calibration_rows", "calibration_tally", "ledger_notes", "ledger_rows",
+__all__ = ["as_reported_count", "calibration_rows", "calibration_tally", "ledger_notes", "ledger_rows",
            "ledger_tally"]
 
 
@@ -56,10 +56,16 @@ def ledger_rows(results) -> list[dict]:
 
 
 def ledger_tally(results) -> str:
-    """How many checks ran and how many hold: ``"19 checks, 19 hold"``."""
+    """How many checks ran and how many hold: ``"19 checks, 19 hold"``; checks whose
+    chapter reports that the data do not support the claim are counted apart
+    (``"21 checks, 19 hold, 2 not supported as their chapters report"``)."""
     results = list(results)
-    return _("{checks} checks, {held} hold").format(
+    tally = _("{checks} checks, {held} hold").format(
         checks=len(results), held=sum(r.passed for r in results))
+    reported = sum(r.finding == "fails" and not r.passed for r in results)
+    if reported:
+        tally += ", " + _("{count} not supported as their chapters report").format(count=reported)
+    return tally
 
 
 def ledger_notes(results) -> str:
@@ -122,9 +128,19 @@ def calibration_rows(calibration: dict, theorem_ids) -> list[dict]:
 
 
 def calibration_tally(report: dict) -> str:
-    """The seeds of a calibration report and how many of its runs pass:
-    ``"seeds 1-20: 380 of 380 runs pass"``."""
+    """The seeds of a calibration report and how many of its runs give the verdict their
+    chapter reports: ``"seeds 1-20: 380 of 380 runs as reported"`` (a check whose chapter
+    reports that the data do not support the claim is as reported when it fails)."""
     cal, seeds = report["calibration"], report["seeds"]
-    return _("seeds {first}-{last}: {passed} of {runs} runs pass").format(
-        first=seeds[0], last=seeds[-1], passed=sum(c["passed"] for c in cal.values()),
+    return _("seeds {first}-{last}: {agree} of {runs} runs as reported").format(
+        first=seeds[0], last=seeds[-1], agree=sum(as_reported_count(c) for c in cal.values()),
         runs=sum(c["seeds"] for c in cal.values()))
+
+
+def as_reported_count(entry: dict) -> int:
+    """How many seeds of a calibration entry gave the verdict its chapter reports.
+
+    >>> as_reported_count({"seeds": 20, "passed": 0, "finding": "fails"})
+    20
+    """
+    return entry["seeds"] - entry["passed"] if entry.get("finding") == "fails" else entry["passed"]

@@ -21,6 +21,14 @@ from ..i18n import N_, gettext as _
 SCALES = ("book", "large")
 DEFAULT_SEED = 20260521
 RULES = ("4se", "atol")
+#: How a 4-SE rule reads the gap. ``"both"``: the estimate agrees with a point prediction,
+#: ``|estimate - prediction| <= 4 SE``. ``"greater"`` (``"less"``): a directional claim
+#: holds when the data show it, ``estimate - prediction > 4 SE`` (``prediction - estimate >
+#: 4 SE``); an effect too small to see at 4 SE, or one of the wrong sign, fails it.
+SIDES = ("both", "greater", "less")
+#: What a chapter reports of its check: ``"holds"``, or ``"fails"`` where the data do not
+#: support the paper's claim (a result; the claim table of the ledger says why).
+FINDINGS = ("holds", "fails")
 #: What a check's agreement can show. ``identity``: algebra or an implementation, equal
 #: to rounding (it can fail only through a bug). ``model``: a simulation of an assumed
 #: model against that model's own closed form (it tests the derivation and the sampler,
@@ -51,6 +59,9 @@ class Measurement:
         where the only error is rounding).
     atol : float, optional
         The absolute tolerance of rule ``"atol"``; required for that rule.
+    side : {"both", "greater", "less"}
+        For rule ``"4se"``: a point prediction (``"both"``) or a directional claim that
+        holds only when the data show it beyond 4 SE (:data:`SIDES`).
     details : dict
         Further numbers worth showing (JSON-serialisable scalars, lists, strings).
     conditions : dict of str to bool
@@ -65,12 +76,16 @@ class Measurement:
     atol: float | None = None
     details: dict = field(default_factory=dict)
     conditions: dict = field(default_factory=dict)
+    side: str = "both"
 
     def __post_init__(self):
         if not all(isinstance(k, str) and isinstance(v, bool) for k, v in self.conditions.items()):
             raise TypeError(f"conditions must map names (str) to bool; got {self.conditions!r}")
         if self.rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}; got {self.rule!r}")
+        if self.side not in SIDES or (self.side != "both" and self.rule != "4se"):
+            raise ValueError(f"side must be one of {SIDES}, and 'both' with rule 'atol'; "
+                             f"got {self.side!r} with rule {self.rule!r}")
         if self.rule == "atol" and (self.atol is None or not self.atol >= 0):
             raise ValueError(f"atol must be a number >= 0 with rule 'atol'; got {self.atol!r}")
         if self.rule == "4se" and not (self.standard_error > 0 and math.isfinite(self.standard_error)):
@@ -94,6 +109,7 @@ class Theorem:
     power: str = ""
     kind: str = "model"
     claim_id: str = ""
+    finding: str = "holds"
 
 
 @dataclass(frozen=True)
@@ -118,6 +134,7 @@ class CheckResult:
     kind: str = ""  # reports written before checks declared their kind have none
     claim_id: str = ""
     rule: str = ""  # "4se" or "atol"; older reports have only tolerance_rule
+    finding: str = "holds"  # what the chapter reports: "holds", or "fails" (FINDINGS)
 
     @property
     def by_standard_error(self) -> bool:
@@ -125,9 +142,18 @@ class CheckResult:
         return judged_by_standard_error(self.rule, self.tolerance_rule)
 
     @property
+    def as_reported(self) -> bool:
+        """Whether the check came out as its chapter reports (:data:`FINDINGS`)."""
+        return self.passed == (self.finding != "fails")
+
+    @property
     def verdict(self) -> str:
-        """``"holds"`` or ``"FAILS"``, in the language the package speaks."""
-        return _("holds") if self.passed else _("FAILS")
+        """``"holds"``; ``"not supported"`` for a failure its chapter reports (the data do
+        not support the paper's claim); ``"FAILS"`` for any other failure. In the language
+        the package speaks."""
+        if self.passed:
+            return _("holds")
+        return _("not supported") if self.finding == "fails" else _("FAILS")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -154,22 +180,51 @@ class CheckResult:
                      _("gap {gap} {relation} tolerance {tolerance} -> {verdict}").format(
                          gap=f"{gap:.2g}", relation=relation, tolerance=f"{self.tolerance:.1e}",
                          verdict=self.verdict)]
+        side = side_of(self.tolerance_rule)
+        if side != "both" and self.standard_error > 0:
+            z = (self.estimate - self.prediction) / self.standard_error
+            lines.append(_("z = {z}; the claim needs z {relation} {bound}").format(
+                z=f"{z:+.2f}", relation=">" if side == "greater" else "<",
+                bound="4" if side == "greater" else "-4"))
         lines = [f"    {line}" for line in lines]
         lines += [("    " + _("condition failed: {name}").format(name=name))[:80]
                   for name in failed]
         return "\n".join([f"{self.theorem_id}:", *lines])
 
 
-def holds(estimate: float, prediction: float, tolerance: float, conditions: dict) -> bool:
+def holds(estimate: float, prediction: float, tolerance: float, conditions: dict,
+          side: str = "both") -> bool:
     """Whether a check holds: a finite gap ``|estimate - prediction|`` within the tolerance
-    and every further condition met (what :func:`run` records as ``passed``, and what
-    ``check --resume`` recomputes for a kept result).
+    (for ``side="greater"``, ``estimate - prediction`` above it; for ``"less"``,
+    ``prediction - estimate`` above it) and every further condition met (what :func:`run`
+    records as ``passed``, and what ``check --resume`` recomputes for a kept result).
 
     >>> holds(1.0, 1.05, 0.1, {}), holds(1.0, 1.05, 0.1, {"ordered": False})
     (True, False)
+    >>> holds(0.5, 0.0, 0.4, {}, side="greater"), holds(-0.5, 0.0, 0.4, {}, side="greater")
+    (True, False)
     """
-    gap = abs(estimate - prediction)
-    return bool(math.isfinite(gap) and gap <= tolerance and all(conditions.values()))
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {SIDES}; got {side!r}")
+    shown = {"both": tolerance - abs(estimate - prediction), "greater": estimate - prediction - tolerance,
+             "less": prediction - estimate - tolerance}[side]
+    ok = shown >= 0 if side == "both" else shown > 0
+    return bool(math.isfinite(shown) and ok and all(conditions.values()))
+
+
+#: The tolerance rule's text for each side of a 4-SE check (the report records it).
+SIDE_RULES = {"both": "|estimate - prediction| <= 4 SE", "greater": "estimate - prediction > 4 SE",
+              "less": "prediction - estimate > 4 SE"}
+
+
+def side_of(tolerance_rule: str) -> str:
+    """The side of a recorded tolerance rule (``"both"`` for any two-sided rule).
+
+    >>> side_of("estimate - prediction > 4 SE and ordered")
+    'greater'
+    """
+    first = tolerance_rule.split(" and ")[0]
+    return next((side for side, text in SIDE_RULES.items() if side != "both" and first == text), "both")
 
 
 def judged_by_standard_error(rule: str, tolerance_rule: str) -> bool:
@@ -242,13 +297,16 @@ REGISTRY: dict[str, Theorem] = {}
 
 
 def register(theorem_id: str, *, title: str, chapter: str, claim: str, kind: str,
-             claim_id: str, symbolic: str = "", caveat: str = "", power: str = ""):
+             claim_id: str, symbolic: str = "", caveat: str = "", power: str = "",
+             finding: str = "holds"):
     """Decorator registering ``check(scale, device, seed) -> Measurement`` under an id.
 
     ``kind`` is what the check's agreement can show (one of :data:`KINDS`), ``claim_id``
     the paper's claim it bears on (one of :data:`CLAIMS`); both go into every report.
     ``power`` is the check's power line: the smallest perturbation of its model that it
-    detects at book scale, as measured (the theorem ledger shows it).
+    detects at book scale, as measured (the theorem ledger shows it). ``finding`` is what
+    the chapter reports: ``"fails"`` for a claim of the paper its data do not support
+    (one of :data:`FINDINGS`); the tests and ``check`` compare every run with it.
 
     ``claim``, ``symbolic``, ``caveat`` and ``power`` are messages of the package's catalog
     (:mod:`mhacore.i18n`): written in English here, shown in the reader's language by the
@@ -261,12 +319,14 @@ def register(theorem_id: str, *, title: str, chapter: str, claim: str, kind: str
         raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
     if claim_id not in CLAIMS:
         raise ValueError(f"claim_id must be one of {CLAIMS}; got {claim_id!r}")
+    if finding not in FINDINGS:
+        raise ValueError(f"finding must be one of {FINDINGS}; got {finding!r}")
 
     def decorate(check):
         if theorem_id in REGISTRY:
             raise ValueError(f"theorem_id must be unique; {theorem_id!r} is registered twice")
         REGISTRY[theorem_id] = Theorem(theorem_id, title, chapter, claim, symbolic, caveat, check,
-                                       power, kind, claim_id)
+                                       power, kind, claim_id, finding)
         return check
 
     return decorate
@@ -304,10 +364,10 @@ def run(theorem_id: str, *, scale: str = "book", device: str = "cpu",
     if not isinstance(m, Measurement):
         raise TypeError(f"check {theorem_id!r} must return a Measurement; got {type(m).__name__}")
     if m.rule == "4se":
-        tolerance, rule = 4.0 * m.standard_error, "|estimate - prediction| <= 4 SE"
+        tolerance, rule = 4.0 * m.standard_error, SIDE_RULES[m.side]
     else:
         tolerance, rule = float(m.atol), "|estimate - prediction| <= atol"
-    passed = holds(m.estimate, m.prediction, tolerance, m.conditions)
+    passed = holds(m.estimate, m.prediction, tolerance, m.conditions, m.side)
     details = dict(m.details)
     if m.conditions:
         rule += " and " + " and ".join(m.conditions)
@@ -315,7 +375,8 @@ def run(theorem_id: str, *, scale: str = "book", device: str = "cpu",
     return CheckResult(theorem_id, theorem.title, theorem.chapter, theorem.claim,
                        float(m.estimate), float(m.prediction), float(m.standard_error),
                        float(tolerance), rule, passed, scale, str(device), seed,
-                       round(wall, 3), details, theorem.kind, theorem.claim_id, m.rule)
+                       round(wall, 3), details, theorem.kind, theorem.claim_id, m.rule,
+                       theorem.finding)
 
 
 def run_checks(theorem_ids=None, *, scale: str = "book", device: str = "cpu",
