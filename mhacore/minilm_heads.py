@@ -75,6 +75,7 @@ __all__ = [
     "head_contributions",
     "head_importance",
     "load_minilm",
+    "load_report",
     "run",
     "sample_sentences",
     "tokenize",
@@ -1167,3 +1168,14 @@ def _main(argv=None):
 
 if __name__ == "__main__":
     _main()
+
+
+REPORT = Path(__file__).resolve().parents[1] / "reports" / "minilm-heads.json"
+
+
+def load_report(path=None) -> dict:
+    """The MiniLM heads report at ``path``; default the committed ``reports/`` file."""
+    path = REPORT if path is None else Path(path)
+    if not path.exists():
+        raise ValueError(f"path must be an existing MiniLM heads report; got {str(path)!r}")
+    return json.loads(path.read_text(encoding="utf-8"))

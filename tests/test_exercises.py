@@ -583,3 +583,20 @@ def test_the_search_finds_an_answer_left_in_a_file(tmp_path):
     texts = _answer_texts(BY_LABEL["ex-1-1"].reference)
     assert "1.0408377994018" in texts and "1.04" in texts and "1.041" in texts
     assert "p**2/K" in _answer_texts(BY_LABEL["ex-8-1"].reference)
+
+
+def test_ex_9_1_token_space_hdi_by_monte_carlo():
+    from mhacore.diversity import random_subspace_hdis
+
+    draws = random_subspace_hdis(4000, 16, 2, 5, rng=np.random.default_rng(9))  # (4000,)
+    se = draws.std(ddof=1) / np.sqrt(len(draws))
+    assert abs(draws.mean() - (1 - 2 / 5)) <= 4 * se  # the sealed formula at d_k = 2, q = 5
+    assert _ok("ex-9-1", "1 - d_k/q") and not _ok("ex-9-1", "1 - d_k/32")
+
+
+def test_ex_9_2_from_the_committed_sweep_report():
+    from mhacore import trained_heads
+
+    best = trained_heads.load_report()["summary"]["best"]
+    b = next(b for b in best if b["family"] == "smooth" and b["k"] == 64)
+    assert _ok("ex-9-2", b["best_risk"]["mean"] / b["nw"]["mean"])

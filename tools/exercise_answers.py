@@ -201,6 +201,27 @@ for _exercise in [
 ]:
     ANSWERS.append(_exercise)
 
+# --- chapter 09 exercises ---
+# Exercise 9.2 reads the committed sweep report: the smooth family at k = 64, best trained
+# layer (mean risk 0.28961) over the cross-validated smoother (0.20603).
+for _exercise in [
+    Answer("ex-9-1", "09-trained-attention", "expression",
+           prompt="the expected token-space HDI as a SymPy expression in d_k and q",
+           hint="The column space of a product of Gaussian matrices is uniformly distributed; "
+                "use E HDI = 1 - d_k/p with the dimension of the space the columns live in.",
+           reference="1 - d_k/q", symbols=("d_k", "q"),
+           mistakes=(("d_k/q", "That is the mean squared overlap of two heads; the HDI is one "
+                               "minus it."),)),
+    Answer("ex-9-2", "09-trained-attention", "number",
+           prompt="the trained layer's risk over the smoother's at k = 64 (smooth family)",
+           hint="Take best_risk and nw of the summary's 'best' entry for the smooth family at "
+                "k = 64, and divide the first mean by the second.",
+           reference=0.28961 / 0.20603,
+           mistakes=((0.20603 / 0.28961, "That is the smoother's risk over the layer's; the "
+                                         "exercise asks for the layer's over the smoother's."),)),
+]:
+    ANSWERS.append(_exercise)
+
 
 BY_LABEL.update({a.label: a for a in ANSWERS})
 

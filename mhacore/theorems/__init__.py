@@ -18,6 +18,7 @@ from . import ch03_bvc  # noqa: F401
 from . import ch06_heads_width  # noqa: F401
 from . import ch07_weights  # noqa: F401
 from . import ch08_ensembles  # noqa: F401
+from . import ch09_trained  # noqa: F401
 
 __all__ = ["CLAIMS", "DEFAULT_SEED", "KINDS", "REGISTRY", "SCALES", "CheckResult", "Measurement", "Theorem",
            "CALIBRATION_REPORT", "calibration", "calibration_table",
