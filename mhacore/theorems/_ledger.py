@@ -98,8 +98,9 @@ def ledger_notes(results) -> str:
 
 
 def calibration_rows(calibration: dict, theorem_ids) -> list[dict]:
-    """The calibration table: per check, its kind, the seeds that passed and the spread
-    of its z (a 4-SE check) or its largest gap over the tolerance (a tolerance check).
+    """The calibration table: per check, its kind, the seeds that gave the verdict its
+    chapter reports (:func:`as_reported_count`) and the spread of its z (a 4-SE check) or
+    its largest gap over the tolerance (a tolerance check).
 
     Parameters
     ----------
@@ -122,7 +123,7 @@ def calibration_rows(calibration: dict, theorem_ids) -> list[dict]:
             spread = ("", "", _("gap/tol. ≤ {ratio}").format(
                 ratio=f"{c['gap_over_tolerance_max']:.1g}"))
         rows.append({_("check"): theorem_id, _("kind"): _(c["kind"]),
-                     _("passed"): f"{c['passed']}/{c['seeds']}",
+                     _("as reported"): f"{as_reported_count(c)}/{c['seeds']}",
                      _("mean z"): spread[0], _("sd z"): spread[1], _("max |z|"): spread[2]})
     return rows
 
