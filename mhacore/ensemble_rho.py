@@ -74,8 +74,10 @@ from .theorems.ch08_ensembles import (breiman_terms, forest_model, forest_tree_p
 __all__ = ["FOREST_DATASETS", "SCALES", "Z_FAIL", "ResampledPool", "forest_data", "split_share_probability",
            "measure_forest", "law_check", "fit_linear", "holdout", "forest_prediction", "head_model",
            "measure_heads", "head_prediction", "tandem_share", "measure_colony", "colony_prediction", "run",
-           "write_report"]
+           "write_report", "REPORT", "load_report"]
 
+#: The committed large run (read by chapter 8).
+REPORT = __import__("pathlib").Path(__file__).resolve().parents[1] / "reports" / "ensemble-rho.json"
 #: A held-out prediction fails when ``|z| > Z_FAIL`` (house rule: 4 SE).
 Z_FAIL = 4.0
 FOREST_DATASETS = ("diabetes", "synthetic")
@@ -894,7 +896,8 @@ def colony_prediction(settings=COLONY_SETTINGS, fit_index=(0, 1), *, n_colonies=
     dict
         ``system``, ``mechanism``, ``fit_index``, ``held_out_index``, ``fitted`` (``kappa``,
         ``kappa_se``), ``rows`` (per setting: rates, ``role``, ``rho``, ``rho_se``, ``f``,
-        ``share``, ``decided``, ``feature``, ``predicted``, ``predicted_se``, ``z``,
+        ``share``, ``decided``, ``feature``, ``predicted``, ``predicted_se``, ``z``, ``z_se`` (the
+        SE of ``rho − predicted`` that ``z`` divides by),
         ``prior_predicted``, ``prior_z``), ``summary``, ``prior_summary``, ``seconds``.
 
     Examples
@@ -935,11 +938,11 @@ def colony_prediction(settings=COLONY_SETTINGS, fit_index=(0, 1), *, n_colonies=
         resid_se = _jackknife_se(loo_rho - kappa * loo_feature)
         prior_se = _jackknife_se(loo_rho - prior_kappa * loo_feature)
         predicted = kappa * r["feature"]
-        r.update(role="fit" if i in fit else "held-out", predicted=float(predicted),
+        z_se = math.hypot(resid_se, r["feature"] * kappa_se)  # SE of rho - predicted
+        r.update(role="fit" if i in fit else "held-out", predicted=float(predicted), z_se=float(z_se),
                  predicted_se=float(r["feature"] * kappa_se), prior_predicted=float(prior_kappa * r["feature"]),
                  prior_z=float((r["rho"] - prior_kappa * r["feature"]) / prior_se),
-                 z=float((r["rho"] - predicted) / math.hypot(resid_se, r["feature"] * kappa_se))
-                 if i not in fit else float("nan"))
+                 z=float((r["rho"] - predicted) / z_se) if i not in fit else float("nan"))
     held = table["held_out_index"]
     return dict(system="colony",
                 mechanism="rho = kappa * f / ((1 - f)(1 - p)(n - 1)): clusters of one independent discoverer plus "
@@ -1002,6 +1005,17 @@ def write_report(path, scale="large", seed=DEFAULT_SEED, *, progress=True, comma
     report = _jsonable(dict(run(scale, seed, progress=progress), provenance=provenance(command)))
     write_json_atomic(Path(path), report)
     return report
+
+
+def load_report(path=None) -> dict:
+    """The report at ``path``; default the committed ``reports/ensemble-rho.json``."""
+    import json
+    from pathlib import Path
+
+    path = REPORT if path is None else Path(path)
+    if not path.exists():
+        raise ValueError(f"path must be an existing ensemble-rho report; got {str(path)!r}")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _main(argv=None):

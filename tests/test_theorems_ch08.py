@@ -145,3 +145,67 @@ def test_ex_8_2_by_the_closed_form_inequality():
     n = int(np.ceil((1 - rho) / (0.1 * rho)))
     assert n == BY_LABEL["ex-8-2"].reference
     assert check("ex-8-2", n).correct and check("ex-8-2", n - 1).correct is False
+
+
+# --- cross-system predictions of rho (claim C7 a) ---------------------------------------------
+
+NEW_CHECKS = {"forest-rho-max-features": "fails", "heads-rho-weight-overlap": "holds",
+              "heads-rho-hdi-overlap": "fails", "colony-rho-recruitment": "holds",
+              "colony-rho-discovery": "fails"}
+
+
+def _groups(rng, r, rhos, b=4):
+    """(R, 3b, 1) members in three groups with correlations ``rhos`` (unit variance), all
+    groups on the same replicates (a shared component common to every group)."""
+    rng = np.random.default_rng(rng)
+    shared = rng.standard_normal((r, 1, 1))  # (R, 1, 1)
+    parts = [np.sqrt(rho) * shared + np.sqrt(1 - rho) * rng.standard_normal((r, b, 1)) for rho in rhos]
+    return np.concatenate(parts, axis=1)
+
+
+def test_rho_line_contrast_passes_on_the_line_and_fails_off_it():
+    shares = [0.1, 0.4, 1.0]
+    on_line = [0.1 + 0.5 * s for s in shares]  # rho = 0.1 + 0.5 s: exactly linear
+    est, pred, se, rhos = ch08.rho_line_contrast(_groups(0, 20_000, on_line), shares)
+    assert abs(est - pred) <= 4 * se and pred == pytest.approx(0.3, abs=4 * se)
+    off = [on_line[0], on_line[1] + 0.1, on_line[2]]  # the held-out group 0.1 above the line
+    est, pred, se, _ = ch08.rho_line_contrast(_groups(1, 20_000, off), shares)
+    assert est - pred > 4 * se
+
+
+def test_rho_line_contrast_rejects_bad_input():
+    with pytest.raises(ValueError, match="shares of the two fit groups must differ"):
+        ch08.rho_line_contrast(np.zeros((5, 6, 1)), [0.5, 0.1, 0.5])
+    with pytest.raises(ValueError, match=r"shape \(R, 3·B, m\)"):
+        ch08.rho_line_contrast(np.zeros((5, 7, 1)), [0.1, 0.2, 0.3])
+
+
+@pytest.mark.parametrize("theorem_id", list(NEW_CHECKS))
+def test_cross_system_checks_come_out_as_the_chapter_reports(theorem_id, book_result):
+    from mhacore import theorems
+
+    theorem = theorems.REGISTRY[theorem_id]
+    assert (theorem.kind, theorem.claim_id, theorem.finding) == ("empirical", "C7", NEW_CHECKS[theorem_id])
+    result = book_result(theorem_id)
+    assert result.as_reported, result.summary()
+    assert result.passed == (NEW_CHECKS[theorem_id] == "holds")
+    assert result.wall_time_s <= 30  # about 1-7 s alone; generous on a shared machine
+    assert theorem.power
+
+
+def test_colony_check_rejects_a_colony_without_recruitment_structure(book_result):
+    # the same measurement against rho = 0 (independent scouts, kappa = 0) must fail
+    result = book_result("colony-rho-recruitment")
+    assert result.estimate > 4 * result.standard_error
+
+
+def test_weight_overlap_check_rejects_the_overlap_models_prediction(book_result):
+    # on the same heads, the HDI overlap model's value is a wrong mechanism: far outside 4 SE
+    result = book_result("heads-rho-weight-overlap")
+    assert abs(result.estimate - result.details["overlap_prediction"]) > 4 * result.standard_error
+
+
+def test_cross_system_checks_are_seeded():
+    first = run("heads-rho-hdi-overlap", scale="book", seed=3)
+    second = run("heads-rho-hdi-overlap", scale="book", seed=3)
+    assert (first.estimate, first.standard_error) == (second.estimate, second.standard_error)
