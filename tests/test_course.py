@@ -34,7 +34,7 @@ def _html_text(path: Path) -> str:
 def test_exercise_titles_read_cleanly():
     titles = [t for s in chapter_sources(ROOT)
               for t in EXERCISE_TITLE.findall(s.read_text(encoding="utf-8"))]
-    assert len(titles) == 24
+    assert len(titles) == 26
     for title in titles:
         kinds = "derivation|computation|conceptual"
         assert re.fullmatch(rf"\d+\.\d+ — [^()]+ ★{{1,3}} \(({kinds})\)", title), title
@@ -50,7 +50,7 @@ def test_course_homework_names_existing_exercises():
     in_book = {m for s in chapter_sources(ROOT)
                for m in re.findall(r":label: (ex-\d+-\d+)", s.read_text(encoding="utf-8"))}
     assert labels == in_book  # every exercise is homework in some session, none invented
-    assert text.count("- **Slides.**") == text.count("- **Homework.**") == 9
+    assert text.count("- **Slides.**") == text.count("- **Homework.**") == 10
 
 
 def test_course_page_sets_students_up_without_solutions():
@@ -210,11 +210,11 @@ def test_teaching_plan_names_chapters_exercises_and_slides(instructor_pack):
     assert ("\n### Week 1, session 1 — kernel smoothing (Chapter 1, *Kernel smoothing and "
             "the Nadaraya–Watson estimator*)\n") in plan
     headings = re.findall(r"^###.*\bsession \d+\b.*$", plan, re.M)
-    assert len(headings) == 9 and all(re.search(r"\(Chapter [1-8], \*[^*]+\*", h)
+    assert len(headings) == 10 and all(re.search(r"\(Chapter [1-9], \*[^*]+\*", h)
                                        for h in headings), headings
     # slides: the decks in the pack, the missing one in the built site
     assert "../slides/" not in plan and "session-9.slides.html` of the built site" in plan
-    for n in range(1, 9):
+    for n in [*range(1, 9), 10]:
         assert f"[session {n} (reveal.js)](slides/session-{n}.slides.html)" in plan, n
     assert "\n| week | session | date | topic | read before | homework due |\n" in plan
     assert "**Table**" not in plan and "tabularcolumns" not in plan  # plain tables
@@ -230,12 +230,12 @@ def test_course_page_links_name_their_exercise(strict_build):
 
     page = BeautifulSoup((html / "book" / "course.html").read_text("utf-8"), "html.parser")
     links = [a for a in page.select("a") if "#ex-" in (a.get("href") or "")]
-    assert len(links) == 24
+    assert len(links) == 26
     for link in links:
         text = " ".join(link.get_text().split())
         assert re.fullmatch(r"Exercise \d+\.\d+ \([^()]+\)", text), text  # never bare
     homework = [li for li in page.select("li") if li.get_text().startswith("Homework")]
-    assert len(homework) == 9
+    assert len(homework) == 10
 
 
 def test_exercise_headings_have_no_nested_parentheses(strict_build):
@@ -251,7 +251,7 @@ def test_cost_lines_are_measured(strict_build):
         text = " ".join(_html_text(html / "book" / f"{source.stem}.html").split())
         assert re.search(r"the chapter ran in \d+\.\d (s|min) \(", text), source.stem
     course = " ".join(_html_text(html / "book" / "course.html").split())
-    assert len(re.findall(r"The chapter runs in \d+\.\d (s|min) on the build", course)) == 9
+    assert len(re.findall(r"The chapter runs in \d+\.\d (s|min) on the build", course)) == 10
 
 
 def _assert_slides_read_cleanly(name, page):
@@ -275,7 +275,7 @@ def _assert_slides_read_cleanly(name, page):
 def test_slides_are_built_offline(strict_build):
     proc, html = strict_build
     decks = sorted((html / "slides").glob("session-*.slides.html"))
-    assert len(decks) == 9
+    assert len(decks) == 10
     for deck in decks:
         page = deck.read_text(encoding="utf-8")
         assert not re.findall(r"""(?:src|href)=["']https?://|import\(["']https?://""", page)
@@ -285,7 +285,7 @@ def test_slides_are_built_offline(strict_build):
     assert (html / "slides" / "reveal.js" / "dist" / "reveal.js").is_file()
     assert (html / "slides" / "tex-svg-full.js").is_file()
     course = (html / "book" / "course.html").read_text("utf-8")
-    for n in range(1, 10):
+    for n in range(1, 11):
         assert f'href="../slides/session-{n}.slides.html"' in course
 
 
@@ -531,7 +531,7 @@ def test_instructor_pack_without_executed_chapters_says_so(tmp_path, monkeypatch
     assert "`--executed DIR`" in readme and "- `slides/`" not in readme
     assert not (tmp_path / "pack" / "slides").exists()
     plan = (tmp_path / "pack" / "teaching-plan.md").read_text(encoding="utf-8")
-    assert plan.count(".slides.html` of the built site") == 9
+    assert plan.count(".slides.html` of the built site") == 10
     (tmp_path / "empty").mkdir()
     assert teach.main(["instructor", "--out", str(tmp_path / "other"), "--book", str(ROOT),
                        "--executed", str(tmp_path / "empty")]) == 2
@@ -549,7 +549,7 @@ def test_plan_names_chapters_by_number_and_title_not_file_name():
     course = COURSE.read_text(encoding="utf-8")
     sessions = re.findall(r"^###[^\n]*\bsession (\d+)\b[^\n]*\{doc\}`chapter \d <([\w-]+)>`",
                           course, re.M)
-    assert len(sessions) == 9
+    assert len(sessions) == 10
     # on the site too: a bare {doc}`slug` in a heading shows the file name in "On this page"
     assert not re.search(r"^#.*\{doc\}`[\w-]+`", course, re.M)
     plan = plan_markdown(course, book, chapter_numbers(ROOT))
@@ -577,7 +577,7 @@ def test_instructor_pack_holds_the_decks_of_the_build(html_dir, tmp_path):
     assert "- `slides/`" in readme and "no deck" not in readme
     plan = (pack / "teaching-plan.md").read_text(encoding="utf-8")
     assert "of the built site" not in plan
-    for n in range(1, 10):
+    for n in range(1, 11):
         deck = pack / "slides" / f"session-{n}.slides.html"
         assert f"](slides/session-{n}.slides.html)" in plan and deck.is_file(), n
         images = BeautifulSoup(deck.read_text("utf-8"), "html.parser").find_all("img")

@@ -40,7 +40,7 @@ from pathlib import Path
 
 # The course weeks of book/course.md, by chapter number.
 WEEKS = {"week1": ("01", "02"), "week2": ("03",), "week3": ("04", "05"),
-         "week4": ("06", "07", "08")}
+         "week4": ("06", "07", "08", "09")}
 POINTS = 1  # each self-check's hidden test
 # Each exercise's written working, graded by hand: 2 complete and correct, 1 the right
 # approach with a gap or a slip, 0 nothing usable (book/course.md, "Grading").
