@@ -34,7 +34,7 @@ def _html_text(path: Path) -> str:
 def test_exercise_titles_read_cleanly():
     titles = [t for s in chapter_sources(ROOT)
               for t in EXERCISE_TITLE.findall(s.read_text(encoding="utf-8"))]
-    assert len(titles) == 26
+    assert len(titles) == 27
     for title in titles:
         kinds = "derivation|computation|conceptual"
         assert re.fullmatch(rf"\d+\.\d+ — [^()]+ ★{{1,3}} \(({kinds})\)", title), title

@@ -598,5 +598,25 @@ def test_ex_9_2_from_the_committed_sweep_report():
     from mhacore import trained_heads
 
     best = trained_heads.load_report()["summary"]["best"]
-    b = next(b for b in best if b["family"] == "smooth" and b["k"] == 64)
+    b = next(b for b in best if b["family"] == "smooth" and b["k"] == 32)
     assert _ok("ex-9-2", b["best_risk"]["mean"] / b["nw"]["mean"])
+
+
+def test_ex_8_4_from_the_committed_forest_report():
+    """Refit the line through the two fit points by hand from s_p(m); the held-out m furthest
+    above it (in SE) is the sealed answer, and agrees with the report's own z."""
+    from mhacore import ensemble_rho
+
+    rep = ensemble_rho.load_report()["forests"]["diabetes"]
+    p = rep["n_features"]
+    by_m = {r["max_features"]: r for r in rep["rows"]}
+    (m0, m1) = sorted(r["max_features"] for r in rep["rows"] if r["role"] == "fit")
+    s = {m: ensemble_rho.split_share_probability(m, p) for m in by_m}
+    slope = (by_m[m1]["rho"] - by_m[m0]["rho"]) / (s[m1] - s[m0])
+    line = {m: by_m[m0]["rho"] + slope * (s[m] - s[m0]) for m in by_m}
+    held = [m for m, r in by_m.items() if r["role"] == "held-out"]
+    above = {m: (by_m[m]["rho"] - line[m]) / by_m[m]["rho_se"] for m in held}
+    best = max(above, key=above.get)
+    assert best == max(held, key=lambda m: by_m[m]["z"])  # the report's z picks the same m
+    assert _ok("ex-8-4", best) and _ok("ex-8-4", float(best))
+    assert not _ok("ex-8-4", 10)

@@ -198,12 +198,20 @@ for _exercise in [
            reference=25.0, sig_figs=None,
            mistakes=((24.0, "With N = 24 the variance is still above 1.1 rho sigma^2: "
                             "round N up, not down."),)),
+    Answer("ex-8-4", "08-three-ensembles", "number",
+           prompt="the held-out max_features whose rho lies furthest above the line (an integer)",
+           hint="Keep the held-out rows of the diabetes forest in the committed report and take "
+                "the one with the largest z (measured minus predicted, over its SE), not the "
+                "largest |z|.",
+           reference=4.0, sig_figs=None,
+           mistakes=((10.0, "m = 10 is a fit point: the line passes through it by construction; "
+                            "look at the held-out settings only."),)),
 ]:
     ANSWERS.append(_exercise)
 
 # --- chapter 09 exercises ---
-# Exercise 9.2 reads the committed sweep report: the smooth family at k = 64, best trained
-# layer (mean risk 0.28961) over the cross-validated smoother (0.20603).
+# Exercise 9.2 reads the committed sweep report: the smooth family at k = 32, best trained
+# layer (mean risk 0.36322) over the cross-validated smoother (0.27779).
 for _exercise in [
     Answer("ex-9-1", "09-trained-attention", "expression",
            prompt="the expected token-space HDI as a SymPy expression in d_k and q",
@@ -213,11 +221,11 @@ for _exercise in [
            mistakes=(("d_k/q", "That is the mean squared overlap of two heads; the HDI is one "
                                "minus it."),)),
     Answer("ex-9-2", "09-trained-attention", "number",
-           prompt="the trained layer's risk over the smoother's at k = 64 (smooth family)",
+           prompt="the trained layer's risk over the smoother's at k = 32 (smooth family)",
            hint="Take best_risk and nw of the summary's 'best' entry for the smooth family at "
-                "k = 64, and divide the first mean by the second.",
-           reference=0.28961 / 0.20603,
-           mistakes=((0.20603 / 0.28961, "That is the smoother's risk over the layer's; the "
+                "k = 32, and divide the first mean by the second.",
+           reference=0.36322 / 0.27779,
+           mistakes=((0.27779 / 0.36322, "That is the smoother's risk over the layer's; the "
                                          "exercise asks for the layer's over the smoother's."),)),
 ]:
     ANSWERS.append(_exercise)
