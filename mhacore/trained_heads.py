@@ -50,7 +50,7 @@ from ._validation import check_int, check_nonnegative, check_positive
 
 __all__ = ["SIZES", "CHECKPOINT_FRACTIONS", "METRICS", "BASELINES", "settings", "training_seeds", "block_seeds",
            "plan_units", "unit_key", "run_unit", "unit_problem", "head_correlation", "weight_overlap",
-           "cluster_regression", "summarise",
+           "cluster_regression", "seed_values", "summarise",
            "format_summary", "run_sweep", "load_report"]
 
 #: Sweep sizes. ``seeds`` trained models per configuration, ``block_size`` seeds per unit
@@ -428,6 +428,48 @@ def _seed_values(report, family, n_heads, k, penalty, metric):
         value = report["units"][unit_key((family, n_heads, k, float(penalty), b))][metric]
         rows.append(np.array([[np.nan if v is None else v for v in row] for row in value], dtype=float))
     return np.concatenate(rows)  # (N, C)
+
+
+def seed_values(report, family, n_heads, k, metric, *, penalty=0.0, checkpoint=-1) -> np.ndarray:
+    """One number per seed of a report's configuration ``(family, H, k, λ)``.
+
+    Parameters
+    ----------
+    report : dict
+        A trained-heads report (:func:`load_report`).
+    family : str
+    n_heads, k : int
+        One of the report's ``heads`` and ``prompt_lengths``.
+    metric : str
+        One of :data:`METRICS`.
+    penalty : float
+        ``λ``; 0 for the grid, one of ``penalties`` at ``(penalty_heads, penalty_length)``.
+    checkpoint : int
+        Index into the report's ``checkpoints`` (``0``: initialisation; ``-1``: the end).
+
+    Returns
+    -------
+    numpy.ndarray of shape (seeds,)
+        Seed ``j`` in row ``j`` (NaN where the metric is undefined, e.g. HDI for one head).
+
+    Examples
+    --------
+    >>> r = run_sweep("tiny", overrides={"heads": [1, 2], "prompt_lengths": [4], "penalty_length": 4,
+    ...                                  "seeds": 2, "steps": 2}, log=None)
+    >>> seed_values(r, "smooth", 2, 4, "risk").shape
+    (2,)
+    """
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}; got {metric!r}")
+    s = report["settings"]
+    key = unit_key((family, n_heads, k, float(penalty), 0))
+    if key not in report["units"]:
+        raise ValueError(f"(family, H, k, penalty) must be a configuration of the report; got "
+                         f"{(family, n_heads, k, penalty)!r}")
+    check_int(checkpoint, "checkpoint", minimum=-len(s["checkpoints"]))
+    if checkpoint >= len(s["checkpoints"]):
+        raise ValueError(f"checkpoint must index the report's {len(s['checkpoints'])} checkpoints; got {checkpoint}")
+    return _seed_values(report, family, n_heads, k, penalty, metric)[:, checkpoint]
 
 
 def _baseline(report, family, k, name):

@@ -55,10 +55,12 @@ from ._validation import check_device, check_float_dtype, check_int, check_nonne
 from .nw import nw_estimate, nw_weights
 
 __all__ = ["FAMILIES", "Task", "TrainConfig", "Prompts", "AttentionParams", "TrainResult", "prompt_stream", "sample_prompts",
-           "init_params", "predict", "head_outputs", "attention_weights", "projections", "diversity_penalty", "test_risk", "train",
+           "init_params", "predict", "head_outputs", "attention_weights", "projections", "diversity_penalty", "token_keys", "test_risk", "train",
            "baseline_predictions", "baseline_risks"]
 
 FAMILIES = ("linear", "smooth")
+#: Where the diversity penalty measures the heads (:class:`TrainConfig` ``penalty_space``).
+PENALTY_SPACES = ("keys", "tokens")
 INIT_STREAM, TRAIN_STREAM, TEST_STREAM = 0, 1, 2
 
 
@@ -131,6 +133,11 @@ class TrainConfig:
     penalty : float
         ``λ >= 0``, weight of the diversity penalty (:func:`diversity_penalty`); ``λ > 0``
         needs ``n_heads >= 2``.
+    penalty_space : {"keys", "tokens"}
+        Where the penalty measures the heads' key subspaces: ``"keys"``, the columns of
+        ``w_key[h]`` in ``R^d_model`` (the paper's HDI); ``"tokens"``, the token-space maps
+        ``embed[:d+1] @ w_key[h]`` in ``R^(d+1)`` that the logits read (:func:`token_keys`;
+        needs ``d_head <= d + 1``).
 
     Examples
     --------
@@ -145,6 +152,7 @@ class TrainConfig:
     steps: int = 50
     lr: float = 1e-2
     penalty: float = 0.0
+    penalty_space: str = "keys"
 
     def __post_init__(self):
         if not isinstance(self.task, Task):
@@ -158,6 +166,11 @@ class TrainConfig:
         set_("penalty", check_nonnegative(self.penalty, "penalty"))
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model must be a multiple of n_heads = {self.n_heads}; got {self.d_model}")
+        if self.penalty_space not in PENALTY_SPACES:
+            raise ValueError(f"penalty_space must be one of {PENALTY_SPACES}; got {self.penalty_space!r}")
+        if self.penalty_space == "tokens" and self.d_head > self.task.x_dim + 1:
+            raise ValueError(f"penalty_space 'tokens' needs d_head <= x_dim + 1 = {self.task.x_dim + 1}; "
+                             f"got d_head = {self.d_head}")
         if self.penalty > 0 and self.n_heads < 2:
             raise ValueError(f"n_heads must be >= 2 for a diversity penalty (penalty = {self.penalty}); got 1")
 
@@ -548,6 +561,27 @@ def projections(params) -> tuple[np.ndarray, np.ndarray]:
     return tuple(t.detach().to(device="cpu", dtype=torch.float64).numpy().copy() for t in (params.w_query, params.w_key))
 
 
+def token_keys(params: AttentionParams) -> torch.Tensor:
+    """Each head's key map from raw tokens ``(x, y)``: ``embed[:d+1] @ w_key[h]``.
+
+    The logits read a context token's key only through this map (:func:`_folded`); the
+    columns of ``w_key[h]`` outside the span of the embedding's rows never meet a token.
+
+    Returns
+    -------
+    torch.Tensor of shape (S, H, d + 1, d_head)
+        Differentiable (the penalty on ``"tokens"`` uses it).
+
+    Examples
+    --------
+    >>> params = init_params(TrainConfig(Task(x_dim=2), d_model=8, n_heads=4), [0, 1])
+    >>> tuple(token_keys(params).shape)
+    (2, 4, 3, 2)
+    """
+    d = params.embed.shape[1] - 2
+    return torch.einsum("stm,shmj->shtj", params.embed[:, : d + 1], params.w_key)  # (S, H, d+1, d_head)
+
+
 def diversity_penalty(w_key) -> torch.Tensor:
     """Disagreement penalty ``P`` of key subspaces (after Li et al., 2018), differentiable.
 
@@ -663,7 +697,8 @@ def train(config, seeds, *, dtype=torch.float32, device="cpu", checkpoints=(0,))
         prompts = next(batches)  # (S, B, ...): fresh prompts, each seed from its own stream
         mse = ((_predict(params, prompts) - prompts.y_query) ** 2).mean(-1)  # (S,)
         with torch.set_grad_enabled(config.penalty > 0):  # otherwise only recorded
-            penalty = diversity_penalty(params.w_key) if config.n_heads > 1 else torch.full_like(mse, math.nan)  # (S,)
+            keys = params.w_key if config.penalty_space == "keys" else token_keys(params)
+            penalty = diversity_penalty(keys) if config.n_heads > 1 else torch.full_like(mse, math.nan)  # (S,)
         objective = mse.sum() + (config.penalty * penalty.sum() if config.penalty > 0 else 0)  # each seed's gradient is its own
         optimizer.zero_grad(set_to_none=True)
         objective.backward()

@@ -150,8 +150,7 @@ def test_ex_8_2_by_the_closed_form_inequality():
 # --- cross-system predictions of rho (claim C7 a) ---------------------------------------------
 
 NEW_CHECKS = {"forest-rho-max-features": "fails", "heads-rho-weight-overlap": "holds",
-              "heads-rho-hdi-overlap": "fails", "colony-rho-recruitment": "holds",
-              "colony-rho-discovery": "fails"}
+              "heads-rho-hdi-overlap": "fails", "colony-rho-discovery": "fails"}
 
 
 def _groups(rng, r, rhos, b=4):
@@ -195,7 +194,7 @@ def test_cross_system_checks_come_out_as_the_chapter_reports(theorem_id, book_re
 
 def test_colony_check_rejects_a_colony_without_recruitment_structure(book_result):
     # the same measurement against rho = 0 (independent scouts, kappa = 0) must fail
-    result = book_result("colony-rho-recruitment")
+    result = book_result("colony-rho-discovery")
     assert result.estimate > 4 * result.standard_error
 
 
