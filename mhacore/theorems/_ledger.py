@@ -60,12 +60,12 @@ def ledger_tally(results) -> str:
     chapter reports that the data do not support the claim are counted apart
     (``"21 checks, 19 hold, 2 not supported as their chapters report"``)."""
     results = list(results)
-    tally = _("{checks} checks, {held} hold").format(
-        checks=len(results), held=sum(r.passed for r in results))
+    held = sum(r.passed for r in results)
     reported = sum(r.finding == "fails" and not r.passed for r in results)
     if reported:
-        tally += ", " + _("{count} not supported as their chapters report").format(count=reported)
-    return tally
+        return _("{checks} checks, {held} hold, {count} not supported as their chapters "
+                 "report").format(checks=len(results), held=held, count=reported)
+    return _("{checks} checks, {held} hold").format(checks=len(results), held=held)
 
 
 def ledger_notes(results) -> str:
