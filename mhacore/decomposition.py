@@ -18,7 +18,8 @@ import numpy as np
 
 from ._validation import as_tensors, check_nonnegative, check_simplex
 
-__all__ = ["BiasVarianceCovariance", "bias_variance_covariance", "design_covariance", "design_decomposition"]
+__all__ = ["BiasVarianceCovariance", "bias_variance_covariance", "design_covariance", "design_decomposition",
+           "design_moments"]
 
 
 @dataclass(frozen=True)
@@ -247,3 +248,26 @@ def design_decomposition(weights, f_keys, f_queries, sigma: float, alpha=None) -
     cov = design_covariance(weights, sigma)  # (H, H, m)
     head_bias = weights @ f_keys - f_queries  # (H, m)
     return _assemble(head_bias, cov, alpha, None, None)
+
+
+def design_moments(predictions):
+    """Per-replicate summands of the head variance and covariance, and their means.
+
+    Parameters
+    ----------
+    predictions : ndarray of shape (R, H, m)
+
+    Returns
+    -------
+    var_terms, cov_terms : ndarray of shape (R,)
+        ``R/(R-1)·mean_{h,x}(f̂_h − f̄_h)²`` and the same for products over pairs ``h ≠ h'``;
+        their means are the unbiased (ddof=1) sample variance and covariance averaged over
+        heads (pairs) and queries, and ``std/√R`` is their standard error.
+    """
+    r, n_heads, _ = predictions.shape
+    centred = predictions - predictions.mean(axis=0)  # (R, H, m)
+    var_terms = (centred**2).mean(axis=(1, 2)) * r / (r - 1)  # (R,)
+    total = centred.sum(axis=1)  # (R, m)
+    off_diagonal = (total**2 - (centred**2).sum(axis=1)) / (n_heads * (n_heads - 1))  # mean over pairs, (R, m)
+    cov_terms = off_diagonal.mean(axis=1) * r / (r - 1)  # (R,)
+    return var_terms, cov_terms

@@ -35,12 +35,17 @@ Which checks are sharded (``@sharded``; what each rank shares):
 - ``forest-breiman-variance``: the forests, one stream per replicate;
 - ``colony-breiman-variance``: blocks of 10 000 colonies.
 
-The other six have no replicates to share: ``hdi-rotation-closed-form``,
+The other twelve are not sharded: ``hdi-rotation-closed-form``,
 ``structured-weights-closed-forms`` and ``mha-convex-ensemble`` are exact identities on
 fixed or single draws; ``principal-angles-small`` is a loop over twelve angles of one
 rotation; ``decorrelation-optimum`` is one sequential optimisation; ``hdi-frame-bound``
 computes one tight fusion frame and one batch of 20 random configurations (under a
-second on a CPU at large scale). Under ``torchrun`` they run side by side, one rank each.
+second on a CPU at large scale); the cross-system predictions of chapter 8
+(``forest-rho-max-features``, ``heads-rho-hdi-overlap``, ``heads-rho-weight-overlap``,
+``colony-rho-discovery``) fit and test a mechanism on one measurement each; and the two
+checks of chapter 9 (``trained-heads-frame-bound``, ``trained-heads-diversity-risk``)
+train all their seeds in one tensor program. Under ``torchrun`` they run side by side,
+one rank each.
 
 Only torchrun's variables are read. A process that SLURM started as one of several tasks
 (``srun -n 4 python -m mhacore ...``, no ``RANK``) refuses to run

@@ -25,7 +25,7 @@ import torch
 from ._validation import as_tensors, check_device, check_int
 
 __all__ = ["principal_angles", "cross_gram", "head_diversity_index", "max_feasible_hdi",
-           "head_diversity_indices", "random_subspace_hdis"]
+           "head_diversity_indices", "random_subspace_hdis", "rotation_family"]
 
 
 def _float64(arrays: dict, ndims: dict):
@@ -340,3 +340,22 @@ def random_subspace_hdis(n_draws, n_heads, d_head, p, rng=None, *, device="cpu")
         head_diversity_indices(gen.standard_normal((min(step, n_draws - r0), n_heads, p, d_head)),
                                device=device)
         for r0 in range(0, n_draws, step)])
+
+
+def rotation_family(theta: float, n_heads: int, d_head: int, p: int, rng=None) -> np.ndarray:
+    """``H`` heads ``U_h(θ) = cos θ E_0 + sin θ E_h`` with ``E_0, E_1, …, E_H`` orthonormal blocks.
+
+    At ``θ = 0`` all heads coincide (HDI = 0); at ``θ = π/2`` they are mutually orthogonal
+    (HDI = 1); in between ``‖U_hᵀU_h'‖²_F = d_head cos⁴θ``, so ``HDI = 1 − cos⁴θ``. Every
+    ``U_h(θ)`` is orthonormal. Needs ``p ≥ (H + 1) d_head``; ``rng`` draws a random rotation
+    of the whole configuration (``None``: the coordinate blocks).
+    """
+    if p < (n_heads + 1) * d_head:
+        raise ValueError(f"p must be >= (n_heads + 1) * d_head = {(n_heads + 1) * d_head}; got {p}")
+    if rng is None:
+        rotation = np.eye(p)
+    else:
+        rotation, _ = np.linalg.qr(np.random.default_rng(rng).standard_normal((p, p)))
+    blocks = [rotation[:, d_head * b: d_head * (b + 1)] for b in range(n_heads + 1)]
+    return np.stack([np.cos(theta) * blocks[0] + np.sin(theta) * blocks[h + 1]
+                     for h in range(n_heads)])  # (H, p, d_head)

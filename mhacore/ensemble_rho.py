@@ -10,7 +10,7 @@ the fitted parameters' (fit and held-out settings use independent random streams
 
 * **Forests** (:func:`forest_prediction`). ``ρ`` is the chapter's pooled correlation of two
   trees' predictions at fixed queries, unconditional over training sets and tree
-  randomness (:func:`mhacore.theorems.ch08_ensembles.breiman_terms`), on scikit-learn's
+  randomness (:func:`mhacore.forests.breiman_terms`), on scikit-learn's
   ``load_diabetes`` (real, 442 patients, 10 covariates; training sets drawn without
   replacement from the points that are not queries) and on the chapter's synthetic model.
   Mechanism: a split takes the best of ``m = max_features`` covariates drawn at random
@@ -60,16 +60,13 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-from ._rng import as_generator, replicate_rng
+from ._rng import DEFAULT_SEED, as_generator, replicate_rng
 from ._validation import check_int, check_nonnegative, check_positive
 from .attention import MultiHeadNW
-from .diversity import head_diversity_index
+from .diversity import head_diversity_index, rotation_family
 from .house_hunting import HouseHuntingParams, commitment_correlation, simulate_emigrations
+from .forests import breiman_terms, forest_model, forest_tree_predictions, ratio_se, subset_comparison
 from .montecarlo import DataModel, simulate_heads
-from .theorems._registry import DEFAULT_SEED
-from .theorems.ch04_diversity import rotation_family
-from .theorems.ch08_ensembles import (breiman_terms, forest_model, forest_tree_predictions, ratio_se,
-                                      subset_comparison)
 
 __all__ = ["FOREST_DATASETS", "SCALES", "Z_FAIL", "ResampledPool", "forest_data", "split_share_probability",
            "measure_forest", "law_check", "fit_linear", "holdout", "forest_prediction", "head_model",
@@ -126,7 +123,7 @@ class ResampledPool:
     """Training sets drawn without replacement from a finite pool of real data.
 
     Has the ``sample(rng, n)`` method of :class:`mhacore.montecarlo.DataModel`, so
-    :func:`mhacore.theorems.ch08_ensembles.forest_tree_predictions` draws its replicate
+    :func:`mhacore.forests.forest_tree_predictions` draws its replicate
     training sets from it: the training-set distribution is that of size-``n`` subsamples
     of the pool.
 
@@ -179,7 +176,7 @@ def forest_data(name, n_queries=10, rng=None) -> ForestData:
     offline; 442 × 10, standardised covariates, disease progression after one year); the
     queries are ``n_queries`` patients held out, training sets are 150 of the other
     patients. ``"synthetic"``: chapter 8's ``y = 2 sin(x₁ + x₂) + ε`` on ``U[−1, 1]^5``
-    (:func:`mhacore.theorems.ch08_ensembles.forest_model`), training sets of 60.
+    (:func:`mhacore.forests.forest_model`), training sets of 60.
 
     Parameters
     ----------
@@ -257,7 +254,7 @@ def measure_forest(data, max_features, n_replicates, rng, *, n_trees=10, min_sam
     """ρ and σ² of one tree of a ``RandomForestRegressor``, from ``R`` replicate forests.
 
     Replicate ``r`` draws a training set of ``data.n_train`` points and fits a forest of
-    ``n_trees`` trees (:func:`mhacore.theorems.ch08_ensembles.forest_tree_predictions`);
+    ``n_trees`` trees (:func:`mhacore.forests.forest_tree_predictions`);
     every tree predicts at ``data.queries``. ``σ²`` and ``ρσ²`` are the chapter's pooled,
     unbiased moments (over trees, pairs and queries), unconditional over training sets and
     tree randomness.
@@ -303,7 +300,7 @@ def measure_forest(data, max_features, n_replicates, rng, *, n_trees=10, min_sam
 def law_check(trees, sizes=(2, 5), terms=None) -> list[dict]:
     """The law ``ρσ² + (1 − ρ)σ²/k`` against the variance of the mean of the first ``k`` trees.
 
-    The chapter's paired comparison (:func:`mhacore.theorems.ch08_ensembles.subset_comparison`):
+    The chapter's paired comparison (:func:`mhacore.forests.subset_comparison`):
     ``σ²`` and ``ρσ²`` pooled over all ``B`` trees predict the variance of the mean of the
     first ``k < B`` on the same replicates; they agree only for exchangeable trees and a
     correct estimator of the moments (at ``k = B`` the pooled form is an identity, so
@@ -315,7 +312,7 @@ def law_check(trees, sizes=(2, 5), terms=None) -> list[dict]:
     sizes : sequence of int in [1, B − 1]
     terms : tuple (var_terms, cov_terms) of ndarrays (R,), optional
         Per-replicate summands of ``σ²`` and ``ρσ²`` to use instead of
-        :func:`~mhacore.theorems.ch08_ensembles.breiman_terms` (to test another estimator).
+        :func:`~mhacore.forests.breiman_terms` (to test another estimator).
 
     Returns
     -------
@@ -613,7 +610,7 @@ def measure_heads(w_key, model, queries, n_replicates, rng, *, n=200, n_designs=
 
     Tied heads (``W_Q = W_K = w_key``), temperature ``sqrt(d_head)``; ``R`` training sets of
     ``n`` points (:func:`mhacore.montecarlo.simulate_heads`, a fresh design each); ``ρ`` is
-    pooled like the forests' (:func:`~mhacore.theorems.ch08_ensembles.breiman_terms`), i.e.
+    pooled like the forests' (:func:`~mhacore.forests.breiman_terms`), i.e.
     chapter 4's variance-weighted ``ρ̄_w``. The weight overlap uses ``n_designs`` further
     designs, independent of the replicates:
     ``Σ_{h≠h'} E⟨w^h, w^h'⟩ / ((H − 1) Σ_h E‖w^h‖²)`` (mean over queries in both sums),
@@ -671,7 +668,7 @@ def head_prediction(fit_settings=_HEAD_FIT, held_out_settings=_HEAD_HELD, *, n_r
 
     A setting is ``(shape, theta, signal)``: ``shape`` an index into :data:`HEAD_SHAPES`
     (``(n_heads, d_head, p)``), ``theta`` the angle of
-    :func:`mhacore.theorems.ch04_diversity.rotation_family` (projections ``1.5·U_h(θ)``, the
+    :func:`mhacore.diversity.rotation_family` (projections ``1.5·U_h(θ)``, the
     chapter's), ``signal`` one of :data:`HEAD_SIGNALS`. ``ρ₀`` is fitted (weighted least
     squares) on the fit settings only. Each setting also carries the weight-overlap
     prediction (nothing fitted; exact in expectation for ``"noise"``).

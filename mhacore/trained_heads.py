@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from .diversity import head_diversity_indices
-from .training import (FAMILIES, Prompts, Task, TrainConfig, attention_weights, baseline_risks, head_outputs,
+from .training import (FAMILIES, training_seeds, Prompts, Task, TrainConfig, attention_weights, baseline_risks, head_outputs,
                        projections, sample_prompts, test_risk, train)
 from ._validation import check_int, check_nonnegative, check_positive
 
@@ -170,19 +170,6 @@ def settings(size="small", *, seed=20260521, overrides=None):
     checkpoints = sorted({int(round(f * s["steps"])) for f in CHECKPOINT_FRACTIONS})
     return dict(s, sweep="trained-heads", size=size, seed=check_int(seed, "seed", minimum=0),
                 checkpoints=checkpoints)
-
-
-def training_seeds(seed, count):
-    """The training seeds of sweep seeds ``0 .. count - 1``: a function of ``(seed, j)`` alone.
-
-    Seed ``j`` is the first 32-bit word of ``SeedSequence(seed, spawn_key=(j,))``, the seed that
-    :func:`mhacore.training.train` takes; sweeps with different ``seed`` share no model.
-
-    >>> training_seeds(0, 3) == training_seeds(0, 5)[:3]
-    True
-    """
-    seed, count = check_int(seed, "seed", minimum=0), check_int(count, "count")
-    return [int(np.random.SeedSequence(seed, spawn_key=(j,)).generate_state(1)[0]) for j in range(count)]
 
 
 def block_seeds(s, block):

@@ -55,7 +55,7 @@ from ._validation import check_device, check_float_dtype, check_int, check_nonne
 from .nw import nw_estimate, nw_weights
 
 __all__ = ["FAMILIES", "Task", "TrainConfig", "Prompts", "AttentionParams", "TrainResult", "prompt_stream", "sample_prompts",
-           "init_params", "predict", "head_outputs", "attention_weights", "projections", "diversity_penalty", "token_keys", "test_risk", "train",
+           "init_params", "predict", "head_outputs", "attention_weights", "projections", "diversity_penalty", "token_keys", "test_risk", "train", "training_seeds",
            "baseline_predictions", "baseline_risks"]
 
 FAMILIES = ("linear", "smooth")
@@ -779,3 +779,16 @@ def baseline_risks(prompts, *, bandwidths=None) -> dict:
     y = prompts.y_query.detach().to(torch.float64) if isinstance(prompts, Prompts) else None
     return {name: ((pred - y) ** 2).mean(-1).cpu().numpy()
             for name, pred in baseline_predictions(prompts, bandwidths=bandwidths).items()}
+
+
+def training_seeds(seed, count):
+    """The training seeds of sweep seeds ``0 .. count - 1``: a function of ``(seed, j)`` alone.
+
+    Seed ``j`` is the first 32-bit word of ``SeedSequence(seed, spawn_key=(j,))``, the seed that
+    :func:`train` takes; sweeps with different ``seed`` share no model.
+
+    >>> training_seeds(0, 3) == training_seeds(0, 5)[:3]
+    True
+    """
+    seed, count = check_int(seed, "seed", minimum=0), check_int(count, "count")
+    return [int(np.random.SeedSequence(seed, spawn_key=(j,)).generate_state(1)[0]) for j in range(count)]

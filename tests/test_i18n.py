@@ -431,7 +431,7 @@ def test_the_calibration_table_with_an_escaped_pipe_is_translated():
                "|:---|:---|:---|---:|---:|:---|\n"
                "| head-is-nw | identity | 20/20 | | | gap/tol. ≤ 0.001 |\n")
     assert i18n.translate_rendered(english, "zh_CN") == (
-        "| 检验 | 类型 | 与章节一致 | z 均值 | z 标准差 | 最大 \\|z\\| |\n"
+        "| 检验 | 类型 | 一致 | z 均值 | z 标准差 | 最大 \\|z\\| |\n"
         "|:---|:---|:---|---:|---:|:---|\n"
         "| head-is-nw | 恒等式 | 20/20 |  |  | 差距/容差 ≤ 0.001 |\n")
 

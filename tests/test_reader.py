@@ -52,7 +52,7 @@ def test_converter_numbers_labels_like_the_site():
 def test_chapter_numbers_follow_the_numbered_parts():
     numbers = chapter_numbers(ROOT)
     assert numbers["01-nadaraya-watson"] == 1 and numbers["08-three-ensembles"] == 8
-    assert sorted(numbers.values()) == list(range(1, 9))
+    assert sorted(numbers.values()) == list(range(1, 10))
     assert "notation" not in numbers and "ledger" not in numbers
 
 

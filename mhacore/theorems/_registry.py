@@ -16,10 +16,11 @@ from typing import Callable
 
 import numpy as np
 
+from .._rng import DEFAULT_SEED  # noqa: F401  (the book's seed, with the seed streams)
+from .._stats import standard_error  # noqa: F401  (the checks import it from here)
 from ..i18n import N_, gettext as _
 
 SCALES = ("book", "large")
-DEFAULT_SEED = 20260521
 RULES = ("4se", "atol")
 #: How a 4-SE rule reads the gap. ``"both"``: the estimate agrees with a point prediction,
 #: ``|estimate - prediction| <= 4 SE``. ``"greater"`` (``"less"``): a directional claim
@@ -238,18 +239,6 @@ def judged_by_standard_error(rule: str, tolerance_rule: str) -> bool:
     if rule:
         return rule == "4se"
     return "SE" in tolerance_rule.split(" and ")[0]
-
-
-def standard_error(terms) -> float:
-    """Standard error of the mean of per-replicate terms: ``std(ddof=1) / √R``.
-
-    Examples
-    --------
-    >>> standard_error([1.0, 3.0])  # std 1.414..., two replicates
-    1.0
-    """
-    terms = np.asarray(terms, dtype=np.float64)  # (R,)
-    return float(terms.std(ddof=1) / np.sqrt(len(terms)))
 
 
 def interior_argmin(grid, values, name="grid"):

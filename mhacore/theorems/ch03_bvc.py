@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..attention import MultiHeadNW
-from ..decomposition import bias_variance_covariance
+from ..decomposition import bias_variance_covariance, design_moments
 from ..montecarlo import DataModel, simulate_heads
 from ..distributed import sharded
 from ._registry import Measurement, register, standard_error
@@ -40,29 +40,6 @@ def random_heads(n_heads, p, d_head, rng, *, identical=False, scale=1.0):
     w = scale * rng.standard_normal((1 if identical else n_heads, p, d_head))
     w = np.broadcast_to(w, (n_heads, p, d_head)).copy()
     return MultiHeadNW(w, w)
-
-
-def design_moments(predictions):
-    """Per-replicate summands of the head variance and covariance, and their means.
-
-    Parameters
-    ----------
-    predictions : ndarray of shape (R, H, m)
-
-    Returns
-    -------
-    var_terms, cov_terms : ndarray of shape (R,)
-        ``R/(R-1)·mean_{h,x}(f̂_h − f̄_h)²`` and the same for products over pairs ``h ≠ h'``;
-        their means are the unbiased (ddof=1) sample variance and covariance averaged over
-        heads (pairs) and queries, and ``std/√R`` is their standard error.
-    """
-    r, n_heads, _ = predictions.shape
-    centred = predictions - predictions.mean(axis=0)  # (R, H, m)
-    var_terms = (centred**2).mean(axis=(1, 2)) * r / (r - 1)  # (R,)
-    total = centred.sum(axis=1)  # (R, m)
-    off_diagonal = (total**2 - (centred**2).sum(axis=1)) / (n_heads * (n_heads - 1))  # mean over pairs, (R, m)
-    cov_terms = off_diagonal.mean(axis=1) * r / (r - 1)  # (R,)
-    return var_terms, cov_terms
 
 
 def _fixed_design_run(scale, device, seed):

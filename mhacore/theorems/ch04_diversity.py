@@ -23,7 +23,7 @@ import scipy.special
 import scipy.stats
 
 from .. import distributed
-from ..diversity import (cross_gram, head_diversity_index, head_diversity_indices, max_feasible_hdi,
+from ..diversity import (rotation_family, cross_gram, head_diversity_index, head_diversity_indices, max_feasible_hdi,
                          principal_angles)
 from ._registry import Measurement, register
 
@@ -45,25 +45,6 @@ def rotated_pair(theta: float, d_head: int, p: int) -> np.ndarray:
     first = eye[:, :d_head]  # (p, d_head)
     second = np.cos(theta) * first + np.sin(theta) * eye[:, d_head:2 * d_head]
     return np.stack([first, second])  # (2, p, d_head)
-
-
-def rotation_family(theta: float, n_heads: int, d_head: int, p: int, rng=None) -> np.ndarray:
-    """``H`` heads ``U_h(θ) = cos θ E_0 + sin θ E_h`` with ``E_0, E_1, …, E_H`` orthonormal blocks.
-
-    At ``θ = 0`` all heads coincide (HDI = 0); at ``θ = π/2`` they are mutually orthogonal
-    (HDI = 1); in between ``‖U_hᵀU_h'‖²_F = d_head cos⁴θ``, so ``HDI = 1 − cos⁴θ``. Every
-    ``U_h(θ)`` is orthonormal. Needs ``p ≥ (H + 1) d_head``; ``rng`` draws a random rotation
-    of the whole configuration (``None``: the coordinate blocks).
-    """
-    if p < (n_heads + 1) * d_head:
-        raise ValueError(f"p must be >= (n_heads + 1) * d_head = {(n_heads + 1) * d_head}; got {p}")
-    if rng is None:
-        rotation = np.eye(p)
-    else:
-        rotation, _ = np.linalg.qr(np.random.default_rng(rng).standard_normal((p, p)))
-    blocks = [rotation[:, d_head * b: d_head * (b + 1)] for b in range(n_heads + 1)]
-    return np.stack([np.cos(theta) * blocks[0] + np.sin(theta) * blocks[h + 1]
-                     for h in range(n_heads)])  # (H, p, d_head)
 
 
 def union_of_bases(n_bases: int, heads_per_basis: int, p: int, rng=None) -> np.ndarray:

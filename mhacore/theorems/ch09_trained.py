@@ -35,8 +35,8 @@ import numpy as np
 import torch
 
 from ..diversity import head_diversity_indices, max_feasible_hdi
-from ..trained_heads import training_seeds
-from ..training import Task, TrainConfig, projections, sample_prompts, test_risk, token_keys, train
+from ..training import (Task, TrainConfig, projections, sample_prompts, test_risk, token_keys, train,
+                        training_seeds)
 from ._registry import Measurement, register
 
 __all__ = ["SETTINGS", "MODEL", "PENALTY", "trained_models"]
@@ -76,7 +76,12 @@ def trained_models(scale: str, device: str, seed: int, penalty: float = 0.0) -> 
     config = TrainConfig(task, d_model=m["d_model"], n_heads=m["n_heads"], batch_size=m["batch_size"],
                          steps=s["steps"], lr=m["lr"], penalty=penalty, penalty_space="tokens")
     seeds = training_seeds(seed, s["seeds"])
-    result = train(config, seeds, device=device, checkpoints=(0,))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small batched steps: one thread does the same work with less CPU
+    try:
+        result = train(config, seeds, device=device, checkpoints=(0,))
+    finally:
+        torch.set_num_threads(threads)
     prompts = sample_prompts(task, seeds, s["n_test"], device=device, dtype=torch.float32)  # held out
     out = {}
     for name, params in (("init", result.checkpoints[0]), ("trained", result.checkpoints[s["steps"]])):
