@@ -894,10 +894,15 @@ def pdf_pages_as_read(path: Path) -> tuple[list[str], int]:
         fonts.update({spec.get("id"): spec.get("family") for spec in page.iter("fontspec")})
         pieces = [" ".join(text.itertext()) for text in page.iter("text")
                   if not re.search(r"Mono|Math", fonts[text.get("font")])]
+        text = " ".join(pieces)
+        # a check's id broken at its hyphens across the lines of a narrow table column
+        # ("equicorrelated-" "weighted-" "variance") is still the id, not three words
+        for check_id in check_ids():
+            text = re.sub(r"-\s*".join(map(re.escape, check_id.split("-"))), check_id, text)
         # a word hyphenated at the end of a line ("Trans-" "former") is one word, and so
         # is a name ("all-" "MiniLM-L6-v2"); citations ("[Krogh and Vedelsby, 1995]",
         # "Krogh and Vedelsby [1995]") are names
-        text = re.sub(rf"(?<=[{_LATIN}])- (?=[a-z])", "", " ".join(pieces))
+        text = re.sub(rf"(?<=[{_LATIN}])- (?=[a-z])", "", text)
         text = re.sub(rf"(?<=[{_LATIN}])- (?=[A-Z0-9])", "-", text)
         pages.append(_PDF_CITATION.sub(" ", text))
     starts = [int(item.get("page")) for item in root.iter("item")
