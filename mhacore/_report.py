@@ -24,7 +24,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["measurement_main", "write_json_atomic", "out_problem", "report_target", "is_report", "report_lock",
+__all__ = ["measurement_main", "read_report", "write_json_atomic", "out_problem", "report_target", "is_report", "report_lock",
            "lock_file", "ReportBusy", "ReportWriteError"]
 
 #: What each kind of report holds at its top level (``check --out``, ``sweep --out``).
@@ -86,6 +86,20 @@ def is_report(path, kind: str) -> bool:
     except (OSError, UnicodeDecodeError, ValueError, RecursionError, MemoryError):
         return False
     return isinstance(data, dict) and all(key in data for key in REPORT_KEYS[kind])
+
+
+def read_report(path, what: str) -> dict:
+    """The JSON report at ``path``; a missing file is refused by the report's name ``what``.
+
+    >>> read_report("no-such-file.json", "sweep")
+    Traceback (most recent call last):
+    ...
+    ValueError: path must be an existing sweep report; got 'no-such-file.json'
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"path must be an existing {what} report; got {str(path)!r}")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def write_json_atomic(path: Path, data, indent: int = 2) -> None:

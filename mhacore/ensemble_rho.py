@@ -1006,13 +1006,9 @@ def write_report(path, scale="large", seed=DEFAULT_SEED, *, progress=True, comma
 
 def load_report(path=None) -> dict:
     """The report at ``path``; default the committed ``reports/ensemble-rho.json``."""
-    import json
-    from pathlib import Path
+    from ._report import read_report
 
-    path = REPORT if path is None else Path(path)
-    if not path.exists():
-        raise ValueError(f"path must be an existing ensemble-rho report; got {str(path)!r}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_report(REPORT if path is None else path, "ensemble-rho")
 
 
 def _main(argv=None):

@@ -1175,7 +1175,6 @@ REPORT = Path(__file__).resolve().parents[1] / "reports" / "minilm-heads.json"
 
 def load_report(path=None) -> dict:
     """The MiniLM heads report at ``path``; default the committed ``reports/`` file."""
-    path = REPORT if path is None else Path(path)
-    if not path.exists():
-        raise ValueError(f"path must be an existing MiniLM heads report; got {str(path)!r}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    from ._report import read_report
+
+    return read_report(REPORT if path is None else path, "MiniLM heads")

@@ -65,10 +65,9 @@ REPORT = Path(__file__).resolve().parents[1] / "reports" / "sweep-heads-width-fi
 
 def load_report(path=None) -> dict:
     """The sweep report at ``path``; default the committed ``reports/`` file."""
-    path = REPORT if path is None else Path(path)
-    if not path.exists():
-        raise ValueError(f"path must be an existing sweep report; got {str(path)!r}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    from ._report import read_report
+
+    return read_report(REPORT if path is None else path, "sweep")
 
 
 def _design(seed, r, n, m, p):
